@@ -1,0 +1,58 @@
+// A Plan: the flat list of steps one rank executes for one collective.
+//
+// Steps are in an order in which every dependency precedes its dependent, so the engine
+// can issue them with a sliding window. Offsets are in bytes into the three buffers of
+// the operation: the user's input, the user's output, and the communicator's scratch.
+// Planners are pure functions (no I/O, no threads) and are tested exhaustively.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tempo::algo {
+
+enum class BufId : uint8_t { Input, Output, Scratch };
+
+struct Loc {
+  BufId buf = BufId::Input;
+  uint64_t offset = 0;
+};
+
+enum class StepKind : uint8_t {
+  Send,    // send `bytes` at src to `peer`
+  Recv,    // receive `bytes` from `peer` into dst
+  Reduce,  // dst = src (op) src2, `bytes` long; then divide by postDivisor if > 1
+  Copy,    // dst = src
+};
+
+inline constexpr uint32_t kNoDep = UINT32_MAX;
+
+struct Step {
+  StepKind kind = StepKind::Copy;
+  int32_t peer = -1;         // Send/Recv
+  uint32_t msg = 0;          // Send/Recv: index among the messages between this pair, in
+                             // this direction, within the collective; both sides agree
+  uint32_t postDivisor = 1;  // Reduce: the last reduction of an average divides by n
+  uint64_t bytes = 0;
+  Loc src, src2, dst;
+  uint32_t deps[2] = {kNoDep, kNoDep};
+};
+
+struct Plan {
+  std::vector<Step> steps;
+  uint32_t window = 64;      // how many steps ahead of the oldest unfinished one may start
+  uint64_t scratchBytes = 0; // scratch this plan needs
+  std::vector<uint32_t> work;  // planner scratch (kept for its capacity)
+
+  void clear() {
+    steps.clear();
+    window = 64;
+    scratchBytes = 0;
+  }
+  uint32_t add(const Step& s) {
+    steps.push_back(s);
+    return uint32_t(steps.size() - 1);
+  }
+};
+
+}  // namespace tempo::algo

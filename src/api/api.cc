@@ -1,0 +1,275 @@
+// The implemented entry points: validate, convert, call comm/, map the Status.
+#include "src/api/entry.h"
+
+#include <climits>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/comm/group.h"
+#include "src/comm/registry.h"
+#include "src/core/log.h"
+
+using tempo::Status;
+using tempo::fail;
+using tempo::api::guarded;
+using tempo::api::toNccl;
+namespace comm = tempo::comm;
+
+namespace {
+
+tempo::Result<comm::Communicator*> liveComm(const void* handle, const char* fn) {
+  if (!handle) return fail(Status::InvalidArgument, "%s: comm is NULL", fn);
+  comm::Communicator* c = comm::registry::find(handle);
+  if (!c)
+    return fail(Status::InvalidUsage, "%s: comm %p is not a live communicator (already destroyed, or never created)",
+                fn, handle);
+  return c;
+}
+
+ncclComm_t handleOf(comm::Communicator* c) { return reinterpret_cast<ncclComm_t>(c); }
+
+Status checkRanks(int nranks, int rank, const char* fn) {
+  if (nranks <= 0) return fail(Status::InvalidArgument, "%s: nranks is %d; it must be at least 1", fn, nranks);
+  if (rank < 0 || rank >= nranks)
+    return fail(Status::InvalidArgument, "%s: rank %d is outside [0, %d)", fn, rank, nranks);
+  return Status::Success;
+}
+
+// Shared by ncclCommInitRank and ncclCommInitRankConfig.
+Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config,
+                const char* fn) {
+  if (!out) return fail(Status::InvalidArgument, "%s: comm (the output pointer) is NULL", fn);
+  TEMPO_TRY(checkRanks(nranks, rank, fn));
+  TEMPO_ASSIGN(tempo::bootstrap::UniqueId id,
+               tempo::bootstrap::decodeUniqueId(std::span<const uint8_t, tempo::bootstrap::kUniqueIdBytes>(
+                   reinterpret_cast<const uint8_t*>(commId.internal), sizeof commId.internal)));
+  TEMPO_ASSIGN(comm::Config cfg, comm::parseConfig(config));
+  if (!cfg.blocking) return fail(Status::InvalidUsage, "%s: nonblocking communicators (config.blocking=0) are not implemented yet", fn);
+  return comm::submitInit([=]() -> Status {
+    TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> c, comm::Communicator::create(id, nranks, rank, cfg, 0));
+    *out = handleOf(comm::registry::add(std::move(c)));
+    return Status::Success;
+  });
+}
+
+// Argument checks shared by every collective, in NCCL's order.
+Status checkCollective(const void* sendbuff, const void* recvbuff, size_t count, ncclDataType_t datatype,
+                       const char* fn) {
+  if (int(datatype) < 0 || int(datatype) >= int(ncclNumTypes))
+    return fail(Status::InvalidArgument, "%s: invalid datatype %d", fn, int(datatype));
+  size_t size = tempo::dataTypeSize(tempo::DataType(datatype));
+  if (count > SIZE_MAX / size)
+    return fail(Status::InvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", fn,
+                count, size);
+  if (count > 0 && (!sendbuff || !recvbuff))
+    return fail(Status::InvalidArgument, "%s: %s is NULL with count %zu", fn, !sendbuff ? "sendbuff" : "recvbuff",
+                count);
+  return Status::Success;
+}
+
+Status checkOp(ncclRedOp_t op, const char* fn) {
+  if (int(op) < 0 || int(op) >= int(ncclNumOps)) {
+    if (int(op) >= int(ncclNumOps) && int(op) < int(ncclMaxRedOp))
+      return fail(Status::InvalidArgument, "%s: reduction op %d was not created by ncclRedOpCreatePreMulSum", fn,
+                  int(op));
+    return fail(Status::InvalidArgument, "%s: invalid reduction op %d", fn, int(op));
+  }
+  return Status::Success;
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+  return guarded([&] {
+    if (!version) return fail(Status::InvalidArgument, "ncclGetVersion: version is NULL");
+    *version = NCCL_VERSION_CODE;
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  return guarded([&] {
+    if (!uniqueId) return fail(Status::InvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+    ncclUniqueId id;
+    TEMPO_TRY(tempo::bootstrap::createUniqueId(std::span<uint8_t, tempo::bootstrap::kUniqueIdBytes>(
+        reinterpret_cast<uint8_t*>(id.internal), sizeof id.internal)));
+    *uniqueId = id;
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return guarded([&] { return initRank(comm, nranks, commId, rank, nullptr, "ncclCommInitRank"); });
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+         ncclConfig_t* config) {
+  return guarded([&] { return initRank(comm, nranks, commId, rank, config, "ncclCommInitRankConfig"); });
+}
+
+NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  return guarded([&]() -> Status {
+    if (!comms) return fail(Status::InvalidArgument, "ncclCommInitAll: comms is NULL");
+    if (ndev < 1) return fail(Status::InvalidArgument, "ncclCommInitAll: ndev is %d; it must be at least 1", ndev);
+    for (int i = 0; devlist && i < ndev; ++i)
+      if (devlist[i] < 0) return fail(Status::InvalidArgument, "ncclCommInitAll: devlist[%d] is %d", i, devlist[i]);
+    uint8_t raw[tempo::bootstrap::kUniqueIdBytes];
+    TEMPO_TRY(tempo::bootstrap::createUniqueId(raw));
+    TEMPO_ASSIGN(tempo::bootstrap::UniqueId id, tempo::bootstrap::decodeUniqueId(raw));
+    TEMPO_ASSIGN(comm::Config cfg, comm::parseConfig(nullptr));
+    // One thread per rank, as the ranks rendezvous with each other.
+    std::vector<std::unique_ptr<comm::Communicator>> made(static_cast<size_t>(ndev));
+    std::vector<Status> status(size_t(ndev), Status::Success);
+    std::vector<std::string> why(static_cast<size_t>(ndev));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ndev; ++i) {
+      threads.emplace_back([&, i] {
+        auto r = comm::Communicator::create(id, ndev, i, cfg, devlist ? devlist[i] : i);
+        status[size_t(i)] = r.status();
+        if (r.ok()) made[size_t(i)] = std::move(r).value();
+        else why[size_t(i)] = tempo::lastErrorMessage();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+      if (!ok(status[size_t(i)])) {
+        tempo::setLastErrorMessage(why[size_t(i)].c_str());
+        return status[size_t(i)];  // `made` frees the ranks that did initialise
+      }
+    }
+    for (int i = 0; i < ndev; ++i) comms[i] = handleOf(comm::registry::add(std::move(made[size_t(i)])));
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommFinalize"));
+    if (c->finalized()) return fail(Status::InvalidUsage, "ncclCommFinalize: comm %p is already finalized", comm);
+    return c->finalize();
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  return guarded([&]() -> Status {
+    if (!comm) return Status::Success;  // as NCCL
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommDestroy"));
+    Status s = c->finalized() ? Status::Success : c->finalize();
+    std::unique_ptr<comm::Communicator> owned = comm::registry::remove(c);
+    TEMPO_INFO(tempo::log::Init | tempo::log::Destroy, "comm %p rank %d nranks %d - Destroy COMPLETE",
+               static_cast<void*>(comm), owned->rank(), owned->nranks());
+    (void)s;  // resources are released whatever state the communicator was in
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  return guarded([&]() -> Status {
+    if (!comm) return Status::Success;  // as NCCL
+    std::unique_ptr<comm::Communicator> owned = comm::registry::remove(comm);
+    if (!owned)
+      return fail(Status::InvalidUsage, "ncclCommAbort: comm %p is not a live communicator", static_cast<void*>(comm));
+    owned->abort();
+    TEMPO_INFO(tempo::log::Init | tempo::log::Destroy, "comm %p rank %d - Abort COMPLETE", static_cast<void*>(comm),
+               owned->rank());
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommCount"));
+    if (!count) return fail(Status::InvalidArgument, "ncclCommCount: count is NULL");
+    *count = c->nranks();
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommUserRank"));
+    if (!rank) return fail(Status::InvalidArgument, "ncclCommUserRank: rank is NULL");
+    *rank = c->rank();
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommCuDevice"));
+    if (!device) return fail(Status::InvalidArgument, "ncclCommCuDevice: device is NULL");
+    *device = c->device();
+    return Status::Success;
+  });
+}
+
+NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the Tempo developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    case ncclTimeout: return "operation timed out";
+    default: return "unknown result code";
+  }
+}
+
+NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
+  // A communicator's own failure (possibly seen by another thread) takes precedence.
+  thread_local std::string msg;
+  if (comm) {
+    if (comm::Communicator* c = comm::registry::find(comm); c && !ok(c->asyncError())) {
+      msg = c->errorMessage();
+      return msg.c_str();
+    }
+  }
+  return tempo::lastErrorMessage();
+}
+
+NCCL_API(void, ncclResetDebugInit) { tempo::log::reinit(); }
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommGetAsyncError"));
+    if (!asyncError) return fail(Status::InvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    *asyncError = toNccl(c->asyncError());
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGroupStart) {
+  return guarded([] { return comm::groupStart(); });
+}
+
+NCCL_API(ncclResult_t, ncclGroupEnd) {
+  return guarded([] { return comm::groupEnd(); });
+}
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, hipStream_t stream) {
+  return guarded([&]() -> Status {
+    Status s = [&]() -> Status {
+      TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclAllReduce"));
+      TEMPO_TRY(checkCollective(sendbuff, recvbuff, count, datatype, "ncclAllReduce"));
+      TEMPO_TRY(checkOp(op, "ncclAllReduce"));
+      comm::CollArgs a;
+      a.coll = tempo::engine::CollKind::AllReduce;
+      a.send = sendbuff;
+      a.recv = recvbuff;
+      a.count = count;
+      a.type = tempo::DataType(datatype);
+      a.op = tempo::RedOp(op);
+      a.stream = stream;
+      return comm::submitCollective(c, a);
+    }();
+    if (!ok(s)) comm::groupRecordError(s);
+    return s;
+  });
+}

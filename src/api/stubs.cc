@@ -1,0 +1,145 @@
+// Entry points declared in rccl/rccl.h whose behaviour belongs to a later release.
+//
+// Each one is already a real, exported definition with the exact header signature (weak ncclX
+// plus strong pncclX, through NCCL_API / MSCCL_API), so applications and frameworks that merely
+// link against or dlsym() these names load today, and a call fails cleanly: ncclInvalidUsage,
+// with "<name>: not implemented yet" in ncclGetLastError. When a function gets its real
+// implementation, delete its line here and define it in the module's own src/api file.
+//
+// The entry points implemented elsewhere in src/api (init/destroy/finalize/abort, queries,
+// errors, groups, ncclAllReduce, ncclGetVersion, ncclResetDebugInit) are deliberately absent.
+#include "src/api/entry.h"
+
+#include <string>
+#include <unordered_map>
+
+namespace {
+
+// notImplemented() logs and formats; run it inside the same exception guard as every other
+// entry point so nothing can escape through the C ABI.
+ncclResult_t stub(const char* func) noexcept {
+  return tempo::api::guarded(
+      [func] { return static_cast<tempo::Status>(tempo::api::notImplemented(func)); });
+}
+
+}  // namespace
+
+// Defines func and pfunc, with the given parameter list, returning "not implemented yet".
+#define TEMPO_STUB(func, ...) \
+  NCCL_API(ncclResult_t, func, __VA_ARGS__) { return stub(#func); }
+#define TEMPO_MSCCL_STUB(func, ...) \
+  MSCCL_API(ncclResult_t, func, __VA_ARGS__) { return stub(#func); }
+
+// ---- Communicator creation and lifecycle ----
+TEMPO_STUB(ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+           ncclUniqueId* commIds, ncclConfig_t* config)
+TEMPO_STUB(ncclCommRevoke, ncclComm_t comm, int revokeFlags)
+TEMPO_STUB(ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+           ncclConfig_t* config)
+TEMPO_STUB(ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+           ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags)
+TEMPO_STUB(ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId)
+TEMPO_STUB(ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+           ncclComm_t* newcomm, ncclConfig_t* config)
+TEMPO_STUB(ncclCommSuspend, ncclComm_t comm, int flags)
+TEMPO_STUB(ncclCommResume, ncclComm_t comm)
+TEMPO_STUB(ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value)
+
+// ---- Memory and registration ----
+TEMPO_STUB(ncclMemAlloc, void** ptr, size_t size)
+TEMPO_STUB(ncclMemFree, void* ptr)
+TEMPO_STUB(ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle)
+TEMPO_STUB(ncclCommDeregister, const ncclComm_t comm, void* handle)
+TEMPO_STUB(ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+           int winFlags)
+TEMPO_STUB(ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
+TEMPO_STUB(ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr)
+
+// ---- Custom reduction operators ----
+TEMPO_STUB(ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+           ncclScalarResidence_t residence, ncclComm_t comm)
+TEMPO_STUB(ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
+
+// ---- Collectives (ncclAllReduce lives elsewhere) ----
+TEMPO_STUB(ncclAllReduceWithBias, const void* sendbuff, void* recvbuff, size_t count,
+           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, hipStream_t stream,
+           const void* acc)
+TEMPO_STUB(ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
+           ncclDataType_t datatype, int root, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
+           ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
+           ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
+           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclAllToAll, const void* sendbuff, void* recvbuff, size_t count,
+           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclAlltoAllv, const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclAllToAllv, const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclGather, const void* sendbuff, void* recvbuff, size_t count,
+           ncclDataType_t datatype, int root, ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
+           ncclDataType_t datatype, int root, ncclComm_t comm, hipStream_t stream)
+
+// ---- Point-to-point ----
+TEMPO_STUB(ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+           ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+           ncclComm_t comm, hipStream_t stream)
+
+// ---- One-sided (RMA) ----
+TEMPO_STUB(ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+           ncclComm_t comm, hipStream_t stream)
+TEMPO_STUB(ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+           hipStream_t stream)
+TEMPO_STUB(ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+           hipStream_t stream)
+
+// ---- Groups (start/end live elsewhere) ----
+TEMPO_STUB(ncclGroupSimulateEnd, ncclSimInfo_t* simInfo)
+
+// ---- Parameters ----
+TEMPO_STUB(ncclParamBind, ncclParamHandle_t* out, const char* key)
+TEMPO_STUB(ncclParamGetI8, ncclParamHandle_t h, int8_t* out)
+TEMPO_STUB(ncclParamGetI16, ncclParamHandle_t h, int16_t* out)
+TEMPO_STUB(ncclParamGetI32, ncclParamHandle_t h, int32_t* out)
+TEMPO_STUB(ncclParamGetI64, ncclParamHandle_t h, int64_t* out)
+TEMPO_STUB(ncclParamGetU8, ncclParamHandle_t h, uint8_t* out)
+TEMPO_STUB(ncclParamGetU16, ncclParamHandle_t h, uint16_t* out)
+TEMPO_STUB(ncclParamGetU32, ncclParamHandle_t h, uint32_t* out)
+TEMPO_STUB(ncclParamGetU64, ncclParamHandle_t h, uint64_t* out)
+TEMPO_STUB(ncclParamGetStr, ncclParamHandle_t h, const char** out)
+TEMPO_STUB(ncclParamGet, ncclParamHandle_t h, void* out, int maxLen, int* len)
+TEMPO_STUB(ncclParamGetParameter, const char* key, const char** value, int* valueLen)
+TEMPO_STUB(ncclParamGetAllParameterKeys, const char*** table, int* tableLen)
+
+// void, so it cannot report failure by value: it logs the WARN line and leaves "not implemented
+// yet" in ncclGetLastError, and dumps nothing.
+NCCL_API(void, ncclParamDumpAll, void) { (void)stub("ncclParamDumpAll"); }
+
+// ---- MSCCL (RCCL made these no-ops; they stay so binaries linked against them load) ----
+TEMPO_MSCCL_STUB(mscclLoadAlgo, const char* mscclAlgoFilePath, mscclAlgoHandle_t* mscclAlgoHandle,
+                 int rank)
+TEMPO_MSCCL_STUB(mscclRunAlgo, const void* sendBuff, const size_t sendCounts[],
+                 const size_t sDisPls[], void* recvBuff, const size_t recvCounts[],
+                 const size_t rDisPls[], size_t count, ncclDataType_t dataType, int root, int peer,
+                 ncclRedOp_t op, mscclAlgoHandle_t mscclAlgoHandle, ncclComm_t comm,
+                 hipStream_t stream)
+TEMPO_MSCCL_STUB(mscclUnloadAlgo, mscclAlgoHandle_t mscclAlgoHandle)
+
+// ---- C++ only ----
+// C++ linkage and a strong symbol, as in RCCL (no pncclCommDump exists); cmake/librccl.map
+// exports it by its demangled name.
+__attribute__((visibility("default"))) ncclResult_t ncclCommDump(
+    ncclComm_t comm, std::unordered_map<std::string, std::string>& map) {
+  return stub("ncclCommDump");
+}

@@ -1,0 +1,146 @@
+#include "src/bootstrap/bootstrap.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "src/bootstrap/root.h"
+#include "src/core/host.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+
+namespace tempo::bootstrap {
+namespace {
+
+// Reads one framed message of the expected type (an Error reply is decoded and
+// returned as its status), bounded by `maxLength`.
+Result<std::vector<uint8_t>> recvMessage(const Socket& s, MsgType expect, uint32_t maxLength,
+                                         Deadline deadline) {
+  uint8_t hdr[kHeaderBytes];
+  TEMPO_TRY(s.recvAll(std::as_writable_bytes(std::span(hdr)), deadline));
+  TEMPO_ASSIGN(Header h, decodeHeader(std::span<const uint8_t, kHeaderBytes>(hdr), maxLength));
+  std::vector<uint8_t> payload(h.length);
+  TEMPO_TRY(s.recvAll(std::as_writable_bytes(std::span(payload)), deadline));
+  if (h.type == MsgType::Error) {
+    TEMPO_ASSIGN(ErrorReply e, decodeError(payload));
+    Status st = e.status > 0 && e.status <= int(Status::Timeout) ? Status(e.status) : Status::RemoteError;
+    return fail(st, "bootstrap root refused this rank: %s", e.reason.c_str());
+  }
+  if (h.type != expect) return fail(Status::RemoteError, "bootstrap: unexpected message type %u", unsigned(h.type));
+  return payload;
+}
+
+Status sendBytes(const Socket& s, const std::vector<uint8_t>& msg, Deadline deadline) {
+  return s.sendAll(std::as_bytes(std::span(msg)), deadline);
+}
+
+}  // namespace
+
+PeerInfo localPeerInfo(const SockAddr& oob) {
+  PeerInfo p;
+  p.hostHash = hostHash();
+  p.processToken = processToken();
+  p.pid = uint32_t(getpid());
+  p.oob = oob;
+  snprintf(p.hostname, sizeof p.hostname, "%s", hostName());
+  return p;
+}
+
+Status createUniqueId(std::span<uint8_t, kUniqueIdBytes> out) {
+  UniqueId id;
+  if (*param::CommId()) {
+    TEMPO_ASSIGN(id.root, SockAddr::parse(param::CommId()));
+    id.flags = UniqueId::kNoSecret;
+  } else {
+    TEMPO_ASSIGN(SockAddr bindAddr, selectInterfaceAddress());
+    if (!secureRandom(id.secret.data(), id.secret.size()))
+      return fail(Status::SystemError, "ncclGetUniqueId: the kernel's random source failed");
+    TEMPO_ASSIGN(id.root, startRoot(bindAddr, id.secret, false));
+  }
+  encodeUniqueId(id, out);
+  return Status::Success;
+}
+
+Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueId& id, int rank, int nranks,
+                                                   Deadline deadline) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = rank;
+  b->nranks_ = nranks;
+  b->secret_ = id.secret;
+  if ((id.flags & UniqueId::kNoSecret) && rank == 0) TEMPO_TRY(startRoot(id.root, id.secret, true).status());
+
+  // Listen for ring neighbours on the interface that reaches the root.
+  TEMPO_ASSIGN(SockAddr bindAddr, selectInterfaceAddress());
+  TEMPO_ASSIGN(b->listener_, Socket::listen(bindAddr, false));
+  TEMPO_ASSIGN(SockAddr oob, b->listener_.localAddress());
+
+  // Rendezvous: hello to the root, then wait for the table of all ranks.
+  TEMPO_ASSIGN(Socket root, Socket::connect(id.root, deadline));
+  Hello hello;
+  hello.secret = id.secret;
+  hello.nranks = nranks;
+  hello.rank = rank;
+  hello.info = localPeerInfo(oob);
+  TEMPO_TRY(sendBytes(root, encodeHello(hello), deadline));
+  uint32_t maxTable = uint32_t(64 + size_t(nranks) * 128);
+  TEMPO_ASSIGN(std::vector<uint8_t> payload, recvMessage(root, MsgType::Table, maxTable, deadline));
+  TEMPO_ASSIGN(Table table, decodeTable(payload, nranks));
+  b->nonce_ = table.commNonce;
+  b->peers_ = std::move(table.peers);
+  TEMPO_TRY(b->connectRing(deadline));
+  return b;
+}
+
+Status Bootstrap::connectRing(Deadline deadline) {
+  if (nranks_ == 1) return Status::Success;
+  int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+  TEMPO_ASSIGN(next_, Socket::connect(peers_[size_t(next)].oob, deadline));
+  PeerHello hello{secret_, nonce_, rank_, PeerHello::kRing};
+  TEMPO_TRY(sendBytes(next_, encodePeerHello(hello), deadline));
+  // Accept until the predecessor shows up with the secret; anything else is dropped.
+  int64_t handshakeNs = param::HandshakeTimeout() * 1000000000;
+  while (!prev_.valid()) {
+    SockAddr from;
+    Result<Socket> s = listener_.accept(deadline, &from);
+    if (!s.ok()) {
+      if (s.status() == Status::Timeout)
+        return fail(Status::SystemError, "bootstrap: rank %d timed out waiting for rank %d to connect", rank_, prev);
+      return s.status();
+    }
+    Deadline hs = Deadline::after(handshakeNs);
+    Result<std::vector<uint8_t>> msg = recvMessage(*s, MsgType::PeerHello, kMaxHelloBytes, hs);
+    if (!msg.ok()) continue;
+    Result<PeerHello> ph = decodePeerHello(*msg);
+    if (!ph.ok() || !secretsEqual(ph->secret, secret_) || ph->commNonce != nonce_ || ph->from != prev) {
+      TEMPO_WARN_RATELIMITED(1000, "bootstrap: rank %d dropped an unauthenticated connection from %s", rank_,
+                             from.toString().c_str());
+      continue;
+    }
+    prev_ = std::move(s.value());
+  }
+  return Status::Success;
+}
+
+Status Bootstrap::allGather(std::span<std::byte> data, size_t blockBytes, Deadline deadline) {
+  if (data.size() != blockBytes * size_t(nranks_))
+    return fail(Status::InternalError, "bootstrap allGather: buffer size mismatch");
+  // Step s: send block (rank - s) to the successor, receive block (rank - s - 1).
+  for (int s = 0; s < nranks_ - 1; ++s) {
+    size_t sendBlock = size_t((rank_ - s + nranks_) % nranks_);
+    size_t recvBlock = size_t((rank_ - s - 1 + nranks_) % nranks_);
+    TEMPO_TRY(exchange(next_, data.subspan(sendBlock * blockBytes, blockBytes), prev_,
+                       data.subspan(recvBlock * blockBytes, blockBytes), deadline));
+  }
+  return Status::Success;
+}
+
+Status Bootstrap::barrier(Deadline deadline) {
+  std::vector<std::byte> tokens(static_cast<size_t>(nranks_));
+  return allGather(tokens, 1, deadline);
+}
+
+bool Bootstrap::neighbourGone() const {
+  return nranks_ > 1 && (next_.peerClosed() || prev_.peerClosed());
+}
+
+}  // namespace tempo::bootstrap

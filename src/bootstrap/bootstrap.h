@@ -1,0 +1,55 @@
+// Per-communicator out-of-band mesh: rendezvous through the root named by a unique id,
+// then a ring of authenticated TCP connections for small collective exchanges.
+//
+// Used only during init and teardown (transport addresses, barriers); never on the data
+// path. Every call takes a Deadline. Not thread-safe: one thread uses a Bootstrap at a
+// time (the communicator's init or control path).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "src/bootstrap/socket.h"
+#include "src/bootstrap/wire.h"
+
+namespace tempo::bootstrap {
+
+// Creates a fresh unique id: the root listener is started in this process on the
+// selected interface with a new random secret. With NCCL_COMM_ID set, returns the id for
+// that address instead (no secret; rank 0's init starts the root there).
+Status createUniqueId(std::span<uint8_t, kUniqueIdBytes> out);
+
+// This process's description of itself, as sent to the root.
+PeerInfo localPeerInfo(const SockAddr& oob);
+
+class Bootstrap {
+ public:
+  // Joins the communicator `id` names as `rank` of `nranks`. With an NCCL_COMM_ID id,
+  // rank 0 first starts the root at that address.
+  static Result<std::unique_ptr<Bootstrap>> join(const UniqueId& id, int rank, int nranks,
+                                                 Deadline deadline);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  uint64_t commNonce() const { return nonce_; }
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+
+  // `data` holds nranks blocks of `blockBytes`; block rank() is this rank's contribution.
+  // On return every block is filled. Ring algorithm: nranks-1 neighbour exchanges.
+  Status allGather(std::span<std::byte> data, size_t blockBytes, Deadline deadline);
+  Status barrier(Deadline deadline);
+  // True if a ring neighbour's connection has closed (it exited or aborted).
+  bool neighbourGone() const;
+
+ private:
+  Bootstrap() = default;
+  Status connectRing(Deadline deadline);
+
+  int rank_ = 0, nranks_ = 1;
+  uint64_t nonce_ = 0;
+  Secret secret_{};
+  std::vector<PeerInfo> peers_;
+  Socket listener_, next_, prev_;
+};
+
+}  // namespace tempo::bootstrap

@@ -1,0 +1,191 @@
+#include "src/bootstrap/root.h"
+
+#include <poll.h>
+
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "src/core/host.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+
+namespace tempo::bootstrap {
+namespace {
+
+// One incoming connection that has not yet delivered a complete, valid hello.
+struct Pending {
+  Socket sock;
+  SockAddr from;
+  Deadline deadline = Deadline::never();
+  std::vector<uint8_t> buf;  // header, then payload once the header is valid
+  size_t want = kHeaderBytes;
+};
+
+class Root {
+ public:
+  Root(Socket listener, const Secret& secret) : listener_(std::move(listener)), secret_(secret) {}
+  void run();
+
+ private:
+  void acceptAll();
+  // Reads what is available; returns false when the connection must be dropped.
+  bool readSome(Pending& p);
+  // Validates a complete hello; takes the socket when it is accepted.
+  void admit(Pending& p);
+  void reject(Pending& p, Status s, const std::string& reason);
+  void sendTable();
+
+  Socket listener_;
+  Secret secret_;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  int nranks_ = -1;
+  int joined_ = 0;
+  std::vector<Socket> rankSock_;
+  std::vector<PeerInfo> peers_;
+  Deadline handshake_ = Deadline::never();
+  int64_t handshakeNs_ = 0;
+};
+
+void Root::run() {
+  Deadline deadline = Deadline::afterSeconds(param::InitTimeout());
+  handshakeNs_ = param::HandshakeTimeout() * 1000000000;
+  std::vector<pollfd> fds;
+  while (nranks_ < 0 || joined_ < nranks_) {
+    if (deadline.expired()) {
+      TEMPO_WARN("bootstrap root: timed out after %lds with %d of %d ranks joined",
+                 long(param::InitTimeout()), joined_, nranks_);
+      return;
+    }
+    fds.clear();
+    fds.push_back({listener_.fd(), POLLIN, 0});
+    for (auto& p : pending_) fds.push_back({p->sock.fd(), POLLIN, 0});
+    int rc = ::poll(fds.data(), fds.size(), 100);
+    if (rc < 0 && errno != EINTR) {
+      TEMPO_WARN("bootstrap root: poll failed: %s", strerror(errno));
+      return;
+    }
+    // Service the connections polled above; ones accepted just now wait for the next round.
+    size_t polled = fds.size() - 1;
+    if (fds[0].revents) acceptAll();
+    std::vector<std::unique_ptr<Pending>> still;
+    still.reserve(pending_.size());
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      Pending& p = *pending_[i];
+      bool readable = i < polled && fds[i + 1].revents;
+      bool keep = !p.deadline.expired() && (!readable || readSome(p));
+      if (keep && p.want > kHeaderBytes && p.buf.size() == p.want) {
+        admit(p);
+        keep = false;
+      }
+      if (keep) still.push_back(std::move(pending_[i]));
+    }
+    pending_.swap(still);
+  }
+  sendTable();
+}
+
+void Root::acceptAll() {
+  for (;;) {
+    SockAddr from;
+    Result<Socket> s = listener_.accept(Deadline::after(0), &from);
+    if (!s.ok()) return;
+    auto p = std::make_unique<Pending>();
+    p->sock = std::move(s.value());
+    p->from = from;
+    p->deadline = Deadline::after(handshakeNs_);
+    pending_.push_back(std::move(p));
+  }
+}
+
+bool Root::readSome(Pending& p) {
+  uint8_t tmp[512];
+  size_t need = p.want - p.buf.size();
+  ssize_t n = ::recv(p.sock.fd(), tmp, need < sizeof tmp ? need : sizeof tmp, 0);
+  if (n == 0) return false;
+  if (n < 0) return errno == EAGAIN || errno == EINTR;
+  p.buf.insert(p.buf.end(), tmp, tmp + n);
+  if (p.want == kHeaderBytes && p.buf.size() == kHeaderBytes) {
+    Result<Header> h = decodeHeader(std::span<const uint8_t, kHeaderBytes>(p.buf.data(), kHeaderBytes),
+                                    kMaxHelloBytes);
+    if (!h.ok() || h->type != MsgType::Hello || h->length == 0) {
+      TEMPO_WARN_RATELIMITED(1000, "bootstrap root: dropped a connection from %s that did not send a hello",
+                             p.from.toString().c_str());
+      return false;
+    }
+    p.want = kHeaderBytes + h->length;
+  }
+  return true;
+}
+
+void Root::reject(Pending& p, Status s, const std::string& reason) {
+  TEMPO_WARN("bootstrap root: rejected a rank from %s: %s", p.from.toString().c_str(), reason.c_str());
+  std::vector<uint8_t> msg = encodeError({int32_t(s), reason});
+  (void)p.sock.sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
+}
+
+void Root::admit(Pending& p) {
+  Result<Hello> h = decodeHello(std::span<const uint8_t>(p.buf).subspan(kHeaderBytes));
+  if (!h.ok() || !secretsEqual(h->secret, secret_)) {
+    TEMPO_WARN_RATELIMITED(1000, "bootstrap root: dropped a connection from %s without the job secret",
+                           p.from.toString().c_str());
+    return;
+  }
+  char why[160];
+  if (h->protocol != kProtocolVersion) {
+    snprintf(why, sizeof why, "protocol version %u does not match the root's %u", h->protocol, kProtocolVersion);
+    return reject(p, Status::InvalidUsage, why);
+  }
+  if (h->nranks <= 0 || h->nranks > int(kMaxTableRanks)) {
+    snprintf(why, sizeof why, "nranks %d is out of range", h->nranks);
+    return reject(p, Status::InvalidArgument, why);
+  }
+  if (nranks_ < 0) {
+    nranks_ = h->nranks;
+    rankSock_.resize(size_t(nranks_));
+    peers_.resize(size_t(nranks_));
+  }
+  if (h->nranks != nranks_) {
+    snprintf(why, sizeof why, "rank %d reports nranks %d but the communicator has %d ranks", h->rank,
+             h->nranks, nranks_);
+    return reject(p, Status::InvalidArgument, why);
+  }
+  if (h->rank < 0 || h->rank >= nranks_) {
+    snprintf(why, sizeof why, "rank %d is outside [0, %d)", h->rank, nranks_);
+    return reject(p, Status::InvalidArgument, why);
+  }
+  if (rankSock_[size_t(h->rank)].valid()) {
+    snprintf(why, sizeof why, "rank %d joined twice", h->rank);
+    return reject(p, Status::InvalidUsage, why);
+  }
+  rankSock_[size_t(h->rank)] = std::move(p.sock);
+  peers_[size_t(h->rank)] = h->info;
+  ++joined_;
+  TEMPO_TRACE(log::Bootstrap, "bootstrap root: rank %d joined (%d/%d)", h->rank, joined_, nranks_);
+}
+
+void Root::sendTable() {
+  Table t;
+  if (!secureRandom(&t.commNonce, sizeof t.commNonce)) t.commNonce = nowNs() ^ processToken();
+  t.peers = peers_;
+  std::vector<uint8_t> msg = encodeTable(t);
+  for (int r = 0; r < nranks_; ++r) {
+    Status s = rankSock_[size_t(r)].sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
+    if (!ok(s)) TEMPO_WARN("bootstrap root: could not send the rank table to rank %d", r);
+  }
+  TEMPO_INFO(log::Bootstrap, "bootstrap root: %d ranks joined, table sent", nranks_);
+}
+
+}  // namespace
+
+Result<SockAddr> startRoot(const SockAddr& bindAddr, const Secret& secret, bool fixedPort) {
+  TEMPO_ASSIGN(Socket listener, Socket::listen(bindAddr, fixedPort));
+  TEMPO_ASSIGN(SockAddr bound, listener.localAddress());
+  auto root = std::make_unique<Root>(std::move(listener), secret);
+  std::thread([r = std::move(root)]() mutable { r->run(); }).detach();
+  TEMPO_INFO(log::Bootstrap, "bootstrap root listening on %s", bound.toString().c_str());
+  return bound;
+}
+
+}  // namespace tempo::bootstrap

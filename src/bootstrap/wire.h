@@ -1,0 +1,101 @@
+// Bootstrap wire formats: the 128-byte unique id and the rendezvous messages.
+//
+// Everything is encoded explicitly (little-endian integers, fixed-size fields) so that the
+// formats do not depend on struct layout, and every decoder checks magic, version and
+// bounds before it trusts a byte. These are the parsers the fuzz targets exercise.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "src/bootstrap/socket.h"
+#include "src/core/status.h"
+
+namespace tempo::bootstrap {
+
+inline constexpr size_t kUniqueIdBytes = 128;
+inline constexpr size_t kSecretBytes = 32;
+inline constexpr uint32_t kProtocolVersion = 1;
+using Secret = std::array<uint8_t, kSecretBytes>;
+
+// What a unique id carries: where the root listens and the job secret.
+struct UniqueId {
+  enum Flags : uint16_t { kNoSecret = 1 };  // NCCL_COMM_ID mode: the secret is all zero
+  uint16_t flags = 0;
+  SockAddr root;
+  Secret secret{};
+};
+void encodeUniqueId(const UniqueId& id, std::span<uint8_t, kUniqueIdBytes> out);
+Result<UniqueId> decodeUniqueId(std::span<const uint8_t, kUniqueIdBytes> in);
+
+// What each rank tells the others about itself.
+struct PeerInfo {
+  uint64_t hostHash = 0;
+  uint64_t processToken = 0;
+  uint32_t pid = 0;
+  SockAddr oob;           // the rank's bootstrap listener
+  char hostname[64] = {};
+};
+
+// Framing of every bootstrap message: a 12-byte header, then `length` payload bytes.
+enum class MsgType : uint16_t {
+  Hello = 1,      // rank -> root: secret, nranks, rank, PeerInfo
+  Table = 2,      // root -> rank: comm nonce, PeerInfo of every rank
+  Error = 3,      // root -> rank: status and reason
+  PeerHello = 4,  // rank -> rank: secret, comm nonce, sender rank, purpose
+};
+inline constexpr size_t kHeaderBytes = 12;
+inline constexpr uint32_t kMsgMagic = 0x424d5054;  // "TPMB"
+inline constexpr uint32_t kMaxHelloBytes = 512;
+inline constexpr uint32_t kMaxTableRanks = 1u << 20;
+
+struct Header {
+  MsgType type;
+  uint32_t length;
+};
+void encodeHeader(MsgType type, uint32_t length, std::span<uint8_t, kHeaderBytes> out);
+// Rejects a wrong magic, an unknown type, or a length above `maxLength`.
+Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t maxLength);
+
+struct Hello {
+  Secret secret{};
+  uint32_t protocol = kProtocolVersion;
+  int32_t nranks = 0;
+  int32_t rank = 0;
+  PeerInfo info;
+};
+std::vector<uint8_t> encodeHello(const Hello& h);  // header included
+Result<Hello> decodeHello(std::span<const uint8_t> payload);
+
+struct Table {
+  uint64_t commNonce = 0;
+  std::vector<PeerInfo> peers;
+};
+std::vector<uint8_t> encodeTable(const Table& t);
+Result<Table> decodeTable(std::span<const uint8_t> payload, int expectRanks);
+
+struct ErrorReply {
+  int32_t status = 0;
+  std::string reason;
+};
+std::vector<uint8_t> encodeError(const ErrorReply& e);
+Result<ErrorReply> decodeError(std::span<const uint8_t> payload);
+
+struct PeerHello {
+  enum Purpose : uint32_t { kRing = 1, kP2p = 2 };
+  Secret secret{};
+  uint64_t commNonce = 0;
+  int32_t from = 0;
+  uint32_t purpose = kRing;
+};
+std::vector<uint8_t> encodePeerHello(const PeerHello& h);
+Result<PeerHello> decodePeerHello(std::span<const uint8_t> payload);
+
+// Constant-time comparison, so that probing a listener does not leak the secret.
+bool secretsEqual(const Secret& a, const Secret& b);
+
+}  // namespace tempo::bootstrap

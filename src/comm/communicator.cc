@@ -1,0 +1,232 @@
+#include "src/comm/communicator.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "src/algo/ring_allreduce.h"
+#include "src/core/host.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+#include "src/tune/tune.h"
+#include "transports/loopback/loopback.h"
+#ifdef TEMPO_HAVE_OFI
+#include "transports/ofi/ofi.h"
+#endif
+
+namespace tempo::comm {
+namespace {
+
+// Per-peer transport choices, in the order their addresses are published.
+enum Choice : int { kLoopback = 0, kShm = 1, kTcp = 2, kUserProvider = 3, kChoices = 4 };
+constexpr size_t kSlotBytes = 2 + transport::kMaxAddressBytes;
+constexpr size_t kBlockBytes = kChoices * kSlotBytes;
+
+void logBannerOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    TEMPO_LOG(log::Level::Version, log::Init, "NCCL version %d.%d.%d+tempo%s", NCCL_MAJOR, NCCL_MINOR,
+              NCCL_PATCH, TEMPO_VERSION_STRING);
+    param::logNonDefault();
+  });
+}
+
+Result<std::unique_ptr<transport::Endpoint>> openEndpoint(Choice c, uint64_t commHash, int rank, int nranks) {
+  if (c == kLoopback) return transport::loopback::create(commHash, rank, nranks);
+#ifdef TEMPO_HAVE_OFI
+  std::string prov = c == kShm ? "shm" : c == kTcp ? "tcp" : param::FiProvider();
+  return transport::ofi::create(prov, rank, nranks);
+#else
+  return fail(Status::InvalidUsage, "this build of Tempo has no libfabric transport (TEMPO_WITH_OFI=OFF)");
+#endif
+}
+
+const char* viaName(const transport::Endpoint& ep) {
+  return ep.kind() == transport::Kind::Loopback ? "P2P/loopback" : "NET/OFI";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const bootstrap::UniqueId& id, int nranks, int rank,
+                                                           const Config& config, int device) {
+  logBannerOnce();
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->rank_ = rank;
+  c->nranks_ = nranks;
+  c->device_ = device;
+  c->config_ = config;
+  log::setThreadDevice(device);
+  Deadline deadline = Deadline::afterSeconds(param::InitTimeout());
+  TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d - Init START", static_cast<void*>(c.get()), rank,
+             nranks, device);
+
+  TEMPO_ASSIGN(c->boot_, bootstrap::Bootstrap::join(id, rank, nranks, deadline));
+  uint64_t nonce = c->boot_->commNonce();
+  c->commHash_ = fnv1a(&nonce, sizeof nonce);
+  TEMPO_TRY(c->connectTransports(deadline));
+  TEMPO_ASSIGN(c->scratch_, mem::HostBuffer::allocate(size_t(std::max<int64_t>(param::BuffSize(), 64 << 10))));
+
+  std::vector<transport::Endpoint*> eps;
+  for (auto& ep : c->endpoints_) eps.push_back(ep.get());
+  c->engine_ = std::make_unique<engine::Engine>(rank, nranks, c->peerEndpoint_, std::move(eps),
+                                                std::span(c->scratch_.data(), c->scratch_.size()), c.get());
+  // Every rank has connected before anyone sends.
+  TEMPO_TRY(c->boot_->barrier(deadline));
+  TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",
+             static_cast<void*>(c.get()), rank, nranks, device, (unsigned long)c->commHash_);
+  return c;
+}
+
+Status Communicator::connectTransports(Deadline deadline) {
+  const auto& peers = boot_->peers();
+  const bootstrap::PeerInfo& me = peers[size_t(rank_)];
+  std::string mode = param::Transport();
+  if (mode != "auto" && mode != "ofi" && mode != "loopback")
+    return fail(Status::InvalidArgument, "TEMPO_TRANSPORT=%s: expected auto, ofi or loopback", mode.c_str());
+  const bool userProvider = *param::FiProvider() != '\0';
+
+  // Phase 1: choose a transport per peer (both ends decide alike from the same table).
+  std::vector<int> choice(size_t(nranks_), -1);
+  bool needed[kChoices] = {};
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    bool sameProcess = peers[size_t(p)].processToken == me.processToken;
+    bool sameHost = peers[size_t(p)].hostHash == me.hostHash;
+    Choice ch;
+    if (mode == "loopback") {
+      if (!sameProcess)
+        return fail(Status::InvalidUsage, "TEMPO_TRANSPORT=loopback, but rank %d is in another process (pid %u on %s)",
+                    p, peers[size_t(p)].pid, peers[size_t(p)].hostname);
+      ch = kLoopback;
+    } else if (mode == "auto" && sameProcess) {
+      ch = kLoopback;
+    } else {
+      ch = userProvider ? kUserProvider : sameHost ? kShm : kTcp;
+    }
+    choice[size_t(p)] = ch;
+    needed[ch] = true;
+  }
+
+  // Phase 2: open what is needed and publish the addresses.
+  transport::Endpoint* byChoice[kChoices] = {};
+  std::vector<std::byte> blocks(kBlockBytes * size_t(nranks_));
+  std::byte* mine = blocks.data() + kBlockBytes * size_t(rank_);
+  for (int ch = 0; ch < kChoices; ++ch) {
+    if (!needed[ch]) continue;
+    TEMPO_ASSIGN(std::unique_ptr<transport::Endpoint> ep, openEndpoint(Choice(ch), commHash_, rank_, nranks_));
+    std::span<const std::byte> addr = ep->address();
+    if (addr.size() > transport::kMaxAddressBytes)
+      return fail(Status::InternalError, "%s address of %zu bytes is too long", ep->name(), addr.size());
+    std::byte* slot = mine + size_t(ch) * kSlotBytes;
+    slot[0] = std::byte(addr.size() & 0xff);
+    slot[1] = std::byte(addr.size() >> 8);
+    memcpy(slot + 2, addr.data(), addr.size());
+    byChoice[ch] = ep.get();
+    endpoints_.push_back(std::move(ep));
+  }
+  TEMPO_TRY(boot_->allGather(blocks, kBlockBytes, deadline));
+
+  // Phase 3: connect every peer with the address it published for our shared choice.
+  peerEndpoint_.assign(size_t(nranks_), nullptr);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    int ch = choice[size_t(p)];
+    const std::byte* slot = blocks.data() + kBlockBytes * size_t(p) + size_t(ch) * kSlotBytes;
+    size_t len = size_t(slot[0]) | (size_t(slot[1]) << 8);
+    if (len == 0 || len > transport::kMaxAddressBytes)
+      return fail(Status::InvalidUsage, "rank %d did not open the %s transport that rank %d chose for it", p,
+                  byChoice[ch]->name(), rank_);
+    TEMPO_TRY(byChoice[ch]->connect(p, std::span(slot + 2, len)));
+    peerEndpoint_[size_t(p)] = byChoice[ch];
+    if (p == (rank_ + 1) % nranks_ || p == (rank_ + nranks_ - 1) % nranks_)
+      TEMPO_INFO(log::Init | log::Net, "Channel 00/0 : %d[%d] -> %d[%d] via %s/%s", rank_, device_, p, device_,
+                 viaName(*byChoice[ch]), byChoice[ch]->name());
+  }
+  return Status::Success;
+}
+
+Communicator::~Communicator() {
+  engine_.reset();
+  endpoints_.clear();
+}
+
+Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
+  engine::Op* op;
+  if (!freeOps_.empty()) {
+    op = freeOps_.back();
+    freeOps_.pop_back();
+  } else {
+    ops_.push_back(std::make_unique<engine::Op>());
+    op = ops_.back().get();
+  }
+  op->plan.clear();
+  op->input = static_cast<const std::byte*>(a.send);
+  op->output = static_cast<std::byte*>(a.recv);
+  op->type = a.type;
+  op->op = a.op;
+  op->coll = a.coll;
+  op->payloadBytes = a.count * dataTypeSize(a.type);
+
+  transport::Kind slowest = transport::Kind::Loopback;
+  for (auto& ep : endpoints_) slowest = std::max(slowest, ep->kind());
+  algo::RingAllReduceArgs r;
+  r.count = a.count;
+  r.typeSize = uint32_t(dataTypeSize(a.type));
+  r.inPlace = a.send == a.recv;
+  r.average = a.op == RedOp::Avg;
+  r.pos = rank_;
+  r.nranks = nranks_;
+  r.nextRank = (rank_ + 1) % nranks_;
+  r.prevRank = (rank_ + nranks_ - 1) % nranks_;
+  r.chunkBytes = tune::ringAllReduce(op->payloadBytes, nranks_, slowest).chunkBytes;
+  r.scratchBytes = scratch_.size();
+  algo::planRingAllReduce(r, op->plan);
+  logCall(a, engine_->nextSeq());
+  return op;
+}
+
+void Communicator::release(engine::Op* op) { freeOps_.push_back(op); }
+
+void Communicator::logCall(const CollArgs& a, uint64_t seq) const {
+  TEMPO_INFO(log::Coll, "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream %p",
+             engine::collName(a.coll), (unsigned long)seq, a.send, a.recv, a.count, int(a.type), int(a.op), a.root,
+             static_cast<const void*>(this), nranks_, a.stream);
+}
+
+void Communicator::recordError(Status s) {
+  if (ok(s) || s == Status::InProgress) return;
+  int expected = 0;
+  if (asyncError_.compare_exchange_strong(expected, int(s), std::memory_order_acq_rel)) {
+    std::lock_guard<std::mutex> lock(errMu_);
+    errMsg_ = lastErrorMessage();
+  }
+}
+
+std::string Communicator::errorMessage() const {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return errMsg_;
+}
+
+Status Communicator::check() {
+  if (boot_ && boot_->neighbourGone())
+    return fail(Status::RemoteError,
+                "rank %d: a ring neighbour closed its connection (the peer process exited or aborted)", rank_);
+  return Status::Success;
+}
+
+Status Communicator::finalize() {
+  if (!engine_->idle()) {
+    engine::Engine* e = engine_.get();
+    TEMPO_TRY(engine::waitAll(std::span(&e, 1)));
+  }
+  finalized_ = true;
+  return asyncError();
+}
+
+void Communicator::abort() {
+  engine_->abort(Status::RemoteError);
+  recordError(Status::RemoteError);
+  for (auto& ep : endpoints_) ep->cancelAll();
+  boot_.reset();
+}
+
+}  // namespace tempo::comm

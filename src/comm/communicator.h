@@ -1,0 +1,92 @@
+// The Communicator: wires bootstrap, transports, engine and planners together, and owns
+// the lifecycle (init, finalize, destroy, abort).
+//
+// A Communicator is used by one thread at a time for collectives (as NCCL requires of a
+// communicator's stream). asyncError() and abort() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/comm/config.h"
+#include "src/core/dtype.h"
+#include "src/engine/engine.h"
+#include "src/mem/host_buffer.h"
+#include "transports/transport.h"
+
+namespace tempo::comm {
+
+// A validated collective call.
+struct CollArgs {
+  engine::CollKind coll = engine::CollKind::AllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType type = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  int root = -1;
+  void* stream = nullptr;  // accepted and unused for host buffers
+};
+
+class Communicator : public engine::Liveness {
+ public:
+  // Joins the communicator the unique id names. Blocks until every rank has joined or
+  // TEMPO_INIT_TIMEOUT passes.
+  static Result<std::unique_ptr<Communicator>> create(const bootstrap::UniqueId& id, int nranks, int rank,
+                                                      const Config& config, int device);
+  ~Communicator() override;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  int device() const { return device_; }
+  uint64_t commHash() const { return commHash_; }
+  const Config& config() const { return config_; }
+
+  // Plans `a` into a pooled Op; release() returns it. No allocation once warmed up.
+  Result<engine::Op*> prepare(const CollArgs& a);
+  void release(engine::Op* op);
+  engine::Engine& engine() { return *engine_; }
+
+  // The error that made this communicator unusable (Success while healthy).
+  Status asyncError() const { return Status(asyncError_.load(std::memory_order_acquire)); }
+  // Remembers the first fatal error and the calling thread's message for it.
+  void recordError(Status s);
+  std::string errorMessage() const;
+
+  // Completes outstanding work (host collectives are complete on return, so nothing is
+  // pending) and marks the communicator finalized.
+  Status finalize();
+  bool finalized() const { return finalized_; }
+  // Cancels all transfers at once; peers see the connections go away.
+  void abort();
+  // engine::Liveness: fails when a ring neighbour's bootstrap connection is gone.
+  Status check() override;
+
+ private:
+  Communicator() = default;
+  Status connectTransports(Deadline deadline);
+  void logCall(const CollArgs& a, uint64_t seq) const;
+
+  int rank_ = 0, nranks_ = 1, device_ = 0;
+  uint64_t commHash_ = 0;
+  Config config_;
+  std::unique_ptr<bootstrap::Bootstrap> boot_;
+  std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;
+  std::vector<transport::Endpoint*> peerEndpoint_;
+  mem::HostBuffer scratch_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::vector<std::unique_ptr<engine::Op>> ops_;
+  std::vector<engine::Op*> freeOps_;
+  std::atomic<int> asyncError_{0};
+  mutable std::mutex errMu_;
+  std::string errMsg_;
+  bool finalized_ = false;
+};
+
+}  // namespace tempo::comm

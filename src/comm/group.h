@@ -1,0 +1,28 @@
+// ncclGroupStart/ncclGroupEnd: per-thread batching of collectives and inits.
+//
+// Outside a group a collective executes at once and is complete on return (host
+// memory). Inside a group, collectives are queued and all of them run when the outermost
+// ncclGroupEnd is called, from this one thread: ops on one communicator run in call
+// order, ops on different communicators progress together, so one thread can drive
+// several ranks. Inits queued in a group run concurrently, one thread each, at group end.
+// An argument error inside a group fails the whole group at ncclGroupEnd, as in NCCL.
+#pragma once
+
+#include <functional>
+
+#include "src/comm/communicator.h"
+
+namespace tempo::comm {
+
+Status groupStart();
+Status groupEnd();
+bool inGroup();
+// Records an error raised while queuing into the current group.
+void groupRecordError(Status s);
+
+// Runs `a` on `c` now, or queues it in the current group.
+Status submitCollective(Communicator* c, const CollArgs& a);
+// Runs `init` now, or queues it to run (in parallel with other queued inits) at group end.
+Status submitInit(std::function<Status()> init);
+
+}  // namespace tempo::comm

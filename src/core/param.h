@@ -1,0 +1,53 @@
+// Parameter table access. Values come from, in order of precedence: the environment,
+// NCCL_CONF_FILE, ~/.rccl.conf, /etc/rccl.conf, and the default in param_table.h.
+// They are read once, on first use, and are immutable afterwards (thread-safe), except
+// through the test-only override below.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tempo::param {
+
+enum class Kind { Int, Str };
+enum class Source { Default, ConfFile, Environment, Override };
+
+enum class Id : int {
+#define TEMPO_PARAM(ident, env, kind, def, desc) ident,
+#include "src/core/param_table.h"
+#undef TEMPO_PARAM
+  Count
+};
+
+// Accessors, one per table entry: int64_t Ident() or const char* Ident().
+#define TEMPO_PARAM_Int int64_t
+#define TEMPO_PARAM_Str const char*
+#define TEMPO_PARAM(ident, env, kind, def, desc) TEMPO_PARAM_##kind ident();
+#include "src/core/param_table.h"
+#undef TEMPO_PARAM
+#undef TEMPO_PARAM_Int
+#undef TEMPO_PARAM_Str
+
+struct Entry {
+  const char* name;
+  Kind kind;
+  const char* defaultValue;
+  const char* description;
+  std::string value;  // effective value as text
+  Source source;
+  bool valid;         // false when an Int value did not parse (the default is used)
+};
+
+bool isSet(Id id);  // true unless the value is the table default
+// A snapshot of every parameter with its effective value and source.
+std::vector<Entry> snapshot();
+const char* sourceName(Source s);
+// Logs every parameter that is not at its default (INFO ENV), as NCCL does at init.
+void logNonDefault();
+
+// Test-only: replace a value (nullptr restores the environment/default). Not safe while
+// other threads read parameters.
+void overrideForTest(Id id, const char* value);
+
+}  // namespace tempo::param

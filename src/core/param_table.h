@@ -1,0 +1,68 @@
+// The one table of every environment variable Tempo reads (DESIGN.md section 4).
+//
+// TEMPO_PARAM(Ident, "ENV_NAME", Kind, "default", "description")
+//   Kind is Int (parsed as a signed 64-bit integer, decimal or 0x-hex) or Str.
+// Names follow NCCL/RCCL where the meaning matches, TEMPO_ for Tempo's own. Nothing
+// outside src/core/param.cc calls getenv. Each entry becomes an accessor
+// tempo::param::Ident() returning int64_t or const char*.
+//
+// Keep this list sorted by area; the README's environment table is generated from the
+// same descriptions (tools/tempo-params --markdown).
+
+// ---- logging ----
+TEMPO_PARAM(Debug, "NCCL_DEBUG", Str, "ERROR",
+            "log level: NONE, VERSION, ERROR, WARN, INFO, ABORT, TRACE")
+TEMPO_PARAM(DebugSubsys, "NCCL_DEBUG_SUBSYS", Str, "INIT,BOOTSTRAP,ENV",
+            "comma list of subsystems to log at INFO (INIT, COLL, P2P, NET, TUNING, ENV, ALLOC, "
+            "CALL, BOOTSTRAP, ...; ALL; ^ excludes)")
+TEMPO_PARAM(DebugFile, "NCCL_DEBUG_FILE", Str, "",
+            "write the log to this file instead of stderr; %h expands to the host name, %p to the pid")
+TEMPO_PARAM(DebugTimestampLevels, "NCCL_DEBUG_TIMESTAMP_LEVELS", Str, "WARN",
+            "levels whose lines carry a timestamp (comma list, ALL, or ^ to exclude)")
+TEMPO_PARAM(DebugTimestampFormat, "NCCL_DEBUG_TIMESTAMP_FORMAT", Str, "[%F %T] ",
+            "strftime format of the timestamp")
+TEMPO_PARAM(ConfFile, "NCCL_CONF_FILE", Str, "",
+            "file of KEY=VALUE lines read before ~/.rccl.conf and /etc/rccl.conf; the environment wins")
+
+// ---- bootstrap ----
+TEMPO_PARAM(CommId, "NCCL_COMM_ID", Str, "",
+            "host:port of the bootstrap root; rank 0 listens there and no unique id needs to be shared")
+TEMPO_PARAM(SocketIfname, "NCCL_SOCKET_IFNAME", Str, "",
+            "interfaces for bootstrap sockets: prefix list, ^ excludes, = exact (default: ^lo,docker, "
+            "then lo)")
+TEMPO_PARAM(SocketFamily, "NCCL_SOCKET_FAMILY", Str, "",
+            "AF_INET or AF_INET6 to restrict the bootstrap address family")
+TEMPO_PARAM(InitTimeout, "TEMPO_INIT_TIMEOUT", Int, "300",
+            "seconds any wait during communicator initialisation may take before ncclSystemError")
+TEMPO_PARAM(HandshakeTimeout, "TEMPO_HANDSHAKE_TIMEOUT", Int, "5",
+            "seconds an incoming bootstrap connection has to present the job secret")
+TEMPO_PARAM(Hostname, "TEMPO_HOSTNAME", Str, "",
+            "host name this process reports (lets one machine play several hosts)")
+
+// ---- transports ----
+TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
+            "data transport: auto (loopback inside a process, ofi between processes), ofi, loopback")
+TEMPO_PARAM(FiProvider, "FI_PROVIDER", Str, "",
+            "libfabric provider for every peer (passed through to libfabric); default: shm on one "
+            "host, tcp across hosts")
+
+// ---- engine, algorithms ----
+TEMPO_PARAM(ChunkSize, "TEMPO_CHUNK_SIZE", Int, "0",
+            "bytes per pipelined ring step (0: chosen by the tuner)")
+TEMPO_PARAM(BuffSize, "NCCL_BUFFSIZE", Int, "4194304",
+            "staging bytes per communicator for in-place reductions")
+TEMPO_PARAM(SpinUs, "TEMPO_SPIN_US", Int, "20",
+            "microseconds a waiting rank polls before it starts yielding the CPU")
+TEMPO_PARAM(YieldUs, "TEMPO_YIELD_US", Int, "2000",
+            "microseconds a waiting rank yields between polls before it starts sleeping")
+
+// ---- communicator config overrides (ncclConfig_t) ----
+TEMPO_PARAM(CommBlocking, "NCCL_COMM_BLOCKING", Int, "-2147483648",
+            "overrides ncclConfig_t.blocking when set (0 or 1)")
+TEMPO_PARAM(CgaClusterSize, "NCCL_CGA_CLUSTER_SIZE", Int, "-2147483648",
+            "overrides ncclConfig_t.cgaClusterSize (accepted; no effect on host memory)")
+TEMPO_PARAM(MinCtas, "NCCL_MIN_CTAS", Int, "-2147483648",
+            "overrides ncclConfig_t.minCTAs (accepted; no effect on host memory)")
+TEMPO_PARAM(MaxCtas, "NCCL_MAX_CTAS", Int, "-2147483648",
+            "overrides ncclConfig_t.maxCTAs (accepted; no effect on host memory)")
+TEMPO_PARAM(NetName, "NCCL_NET", Str, "", "overrides ncclConfig_t.netName")

@@ -1,0 +1,268 @@
+#include "src/engine/engine.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "kernels/reduce.h"
+#include "src/core/clock.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+
+namespace tempo::engine {
+namespace {
+
+enum : uint8_t { kWaiting = 0, kPosted = 1, kDone = 2 };
+constexpr int kMaxPosted = 256;
+
+// Tag of one message: the collective's sequence number and the message index within it.
+uint64_t tagOf(uint64_t seq, uint32_t msg) { return ((seq & 0xffffff) << 16) | (msg & 0xffff); }
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+const char* collName(CollKind k) {
+  switch (k) {
+    case CollKind::AllReduce: return "AllReduce";
+  }
+  return "?";
+}
+
+Engine::Engine(int rank, int nranks, std::vector<transport::Endpoint*> peerEndpoint,
+               std::vector<transport::Endpoint*> endpoints, std::span<std::byte> scratch,
+               Liveness* liveness)
+    : rank_(rank), nranks_(nranks), peerEndpoint_(std::move(peerEndpoint)),
+      endpoints_(std::move(endpoints)), scratch_(scratch), liveness_(liveness) {
+  maxPosted_ = kMaxPosted;
+  for (transport::Endpoint* ep : endpoints_) maxPosted_ = std::min(maxPosted_, ep->maxOutstanding());
+  reqs_.resize(size_t(maxPosted_));
+  freeReqs_.reserve(size_t(maxPosted_));
+  for (int i = maxPosted_ - 1; i >= 0; --i) freeReqs_.push_back(uint16_t(i));
+}
+
+Status Engine::submit(Op& op) {
+  if (!ok(failed_)) {
+    op.status = failed_;
+    op.done = true;
+    return failed_;
+  }
+  if (op.plan.scratchBytes > scratch_.size())
+    return tempo::fail(Status::InternalError, "plan needs %lu scratch bytes, communicator has %zu",
+                       (unsigned long)op.plan.scratchBytes, scratch_.size());
+  const size_t n = op.plan.steps.size();
+  op.state.assign(n, kWaiting);
+  op.reqOf.resize(n);
+  op.first = 0;
+  op.status = Status::Success;
+  op.done = false;
+  op.seq = nextSeq_++;
+  op.record = OpRecord{};
+  op.record.seq = op.seq;
+  op.record.bytes = op.payloadBytes;
+  op.record.coll = op.coll;
+  queue_.push_back(&op);
+  if (queue_.size() == 1) op.record.tEnter = nowNs();
+  return Status::Success;
+}
+
+std::byte* Engine::resolve(const Op& op, const algo::Loc& loc) const {
+  switch (loc.buf) {
+    case algo::BufId::Input: return const_cast<std::byte*>(op.input) + loc.offset;
+    case algo::BufId::Output: return op.output + loc.offset;
+    case algo::BufId::Scratch: return scratch_.data() + loc.offset;
+  }
+  return nullptr;
+}
+
+bool Engine::start(Op& op, uint32_t i) {
+  const algo::Step& s = op.plan.steps[i];
+  switch (s.kind) {
+    case algo::StepKind::Send:
+    case algo::StepKind::Recv: {
+      // Both sides know every length, so empty messages are skipped on both.
+      if (s.bytes == 0) break;
+      if (freeReqs_.empty()) return false;
+      uint16_t slot = freeReqs_.back();
+      freeReqs_.pop_back();
+      transport::Request& req = reqs_[slot];
+      req.reset();
+      transport::Endpoint* ep = peerEndpoint_[size_t(s.peer)];
+      uint64_t tag = tagOf(op.seq, s.msg);
+      Status st = s.kind == algo::StepKind::Send
+                      ? ep->isend(s.peer, tag, resolve(op, s.src), s.bytes, &req)
+                      : ep->irecv(s.peer, tag, resolve(op, s.dst), s.bytes, &req);
+      if (!ok(st)) {
+        freeReqs_.push_back(slot);
+        finish(op, st);
+        return true;
+      }
+      op.reqOf[i] = slot;
+      op.state[i] = kPosted;
+      return true;
+    }
+    case algo::StepKind::Reduce: {
+      size_t elems = s.bytes / dataTypeSize(op.type);
+      kernels::reduce(resolve(op, s.dst), resolve(op, s.src), resolve(op, s.src2), elems, op.type, op.op,
+                      s.postDivisor);
+      break;
+    }
+    case algo::StepKind::Copy:
+      if (s.bytes) memmove(resolve(op, s.dst), resolve(op, s.src), s.bytes);
+      break;
+  }
+  op.state[i] = kDone;
+  return true;
+}
+
+int Engine::advance(Op& op) {
+  const auto& steps = op.plan.steps;
+  const uint32_t n = uint32_t(steps.size());
+  int work = 0;
+  while (op.first < n && op.state[op.first] == kDone) ++op.first;
+  const uint32_t end = std::min<uint64_t>(n, uint64_t(op.first) + std::max<uint32_t>(1, op.plan.window));
+  for (uint32_t i = op.first; i < end && !op.done; ++i) {
+    uint8_t st = op.state[i];
+    if (st == kDone) continue;
+    if (st == kPosted) {
+      transport::Request& req = reqs_[op.reqOf[i]];
+      if (!req.done) continue;
+      freeReqs_.push_back(op.reqOf[i]);
+      if (!ok(req.status)) {
+        finish(op, req.status);
+        break;
+      }
+      const algo::Step& s = steps[i];
+      if (s.kind == algo::StepKind::Recv) {
+        if (req.bytes != s.bytes) {
+          finish(op, tempo::fail(Status::InvalidUsage,
+                                 "rank %d received %zu bytes from rank %d where %lu were expected: the ranks "
+                                 "called collective #%lu with different arguments",
+                                 rank_, req.bytes, s.peer, (unsigned long)s.bytes, (unsigned long)op.seq));
+          break;
+        }
+        if (!op.record.tFirstData) op.record.tFirstData = nowNs();
+      }
+      op.state[i] = kDone;
+      ++work;
+      continue;
+    }
+    const algo::Step& s = steps[i];
+    bool ready = true;
+    for (uint32_t d : s.deps)
+      if (d != algo::kNoDep && op.state[d] != kDone) ready = false;
+    if (!ready) continue;
+    if (!start(op, i)) break;  // every request slot is in use; retry after completions
+    ++work;
+  }
+  while (op.first < n && op.state[op.first] == kDone) ++op.first;
+  if (!op.done && op.first == n) finish(op, Status::Success);
+  return work;
+}
+
+void Engine::finish(Op& op, Status s) {
+  if (op.done) return;
+  op.status = s;
+  op.done = true;
+  op.record.tExit = nowNs();
+  op.record.status = s;
+  records_.push(op.record);
+  if (!ok(s)) abort(s);
+}
+
+int Engine::progress() {
+  if (queue_.empty()) return 0;
+  int work = 0;
+  for (transport::Endpoint* ep : endpoints_) work += ep->progress();
+  while (!queue_.empty()) {
+    Op& op = *queue_.front();
+    if (!op.done) work += advance(op);
+    if (!op.done) break;
+    queue_.pop_front();
+    ++work;
+    if (!queue_.empty()) queue_.front()->record.tEnter = nowNs();
+  }
+  return work;
+}
+
+void Engine::abort(Status why) {
+  if (ok(failed_)) {
+    failed_ = ok(why) ? Status::RemoteError : why;
+    for (transport::Endpoint* ep : endpoints_) ep->cancelAll();
+  }
+  // Posted requests are abandoned with their endpoints; the pool is whole again.
+  freeReqs_.clear();
+  for (int i = maxPosted_ - 1; i >= 0; --i) freeReqs_.push_back(uint16_t(i));
+  while (!queue_.empty()) {
+    Op& op = *queue_.front();
+    queue_.pop_front();
+    if (!op.done) {
+      op.status = failed_;
+      op.done = true;
+      op.record.tExit = nowNs();
+      op.record.status = failed_;
+      records_.push(op.record);
+    }
+  }
+}
+
+Status waitAll(std::span<Engine* const> engines) {
+  const int64_t spinNs = param::SpinUs() * 1000;
+  const int64_t yieldNs = param::YieldUs() * 1000;
+  int64_t idleSince = 0, lastCheck = 0, sleepNs = 10000;
+  for (;;) {
+    int work = 0;
+    bool busy = false;
+    for (Engine* e : engines) {
+      if (e->idle()) continue;
+      work += e->progress();
+      busy = busy || !e->idle();
+    }
+    if (!busy) return Status::Success;
+    if (work > 0) {
+      idleSince = 0;
+      sleepNs = 10000;
+      continue;
+    }
+    int64_t now = nowNs();
+    if (!idleSince) idleSince = lastCheck = now;
+    int64_t idle = now - idleSince;
+    if (idle < spinNs) {
+      for (int i = 0; i < 16; ++i) cpuRelax();
+      continue;
+    }
+    if (idle < yieldNs) {
+      sched_yield();
+      continue;
+    }
+    // Sleeping phase: wake on the transport when there is exactly one thing to wait on.
+    transport::Endpoint* only = nullptr;
+    int waitable = 0;
+    for (Engine* e : engines) {
+      if (e->idle()) continue;
+      for (transport::Endpoint* ep : e->endpoints()) {
+        only = ep;
+        ++waitable;
+      }
+    }
+    if (waitable == 1) only->wait(sleepNs);
+    else std::this_thread::sleep_for(std::chrono::nanoseconds(sleepNs));
+    sleepNs = std::min<int64_t>(sleepNs * 2, 1000000);
+    if (now - lastCheck >= 1000000000) {
+      lastCheck = now;
+      for (Engine* e : engines) {
+        if (e->idle() || !e->liveness()) continue;
+        Status s = e->liveness()->check();
+        if (!ok(s)) e->abort(s);
+      }
+    }
+  }
+}
+
+}  // namespace tempo::engine

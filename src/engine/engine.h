@@ -1,0 +1,148 @@
+// The progress engine: executes Plans over transports.
+//
+// One Engine per communicator. An Op is one collective in flight: its Plan, its buffers
+// and its per-step state. The engine issues steps with a sliding window (any step whose
+// dependencies are done may start, up to plan.window steps past the oldest unfinished
+// one), posts transfers without blocking, runs reductions on the CPU as soon as their
+// inputs have arrived, and records timestamps for every collective.
+//
+// Threading: an Engine and its Ops are driven by one thread at a time (the caller of the
+// collective, or of ncclGroupEnd). progress() never blocks; waitAll() backs off from
+// polling to yielding to sleeping when there is nothing to do, so that many ranks
+// sharing a few cores do not starve each other.
+//
+// Ops on one engine run in submission order (op k+1 starts when op k is done), as on a
+// stream. Failure of any step fails the op and, since posted transfers can then no longer
+// be accounted for, cancels the engine's endpoints: the communicator is then unusable.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "src/algo/plan.h"
+#include "src/core/dtype.h"
+#include "src/core/status.h"
+#include "transports/transport.h"
+
+namespace tempo::engine {
+
+enum class CollKind : uint8_t { AllReduce = 0 };
+const char* collName(CollKind k);
+
+// What the engine records about every collective (skew measurement builds on this).
+struct OpRecord {
+  uint64_t seq = 0;
+  int64_t tEnter = 0;      // op became active on this rank
+  int64_t tFirstData = 0;  // first receive completed (0 if none)
+  int64_t tExit = 0;       // last step done
+  uint64_t bytes = 0;      // user payload bytes (count x type size)
+  CollKind coll = CollKind::AllReduce;
+  Status status = Status::Success;
+};
+
+// A bounded ring of the most recent records. One writer (the engine); readers take
+// snapshots by sequence number.
+class RecordRing {
+ public:
+  static constexpr size_t kCapacity = 1024;
+  void push(const OpRecord& r) {
+    uint64_t h = head_.load(std::memory_order_relaxed);
+    slots_[h % kCapacity] = r;
+    head_.store(h + 1, std::memory_order_release);
+  }
+  uint64_t count() const { return head_.load(std::memory_order_acquire); }
+  // The record written `back` pushes ago (0 = latest). Valid for back < min(count, kCapacity).
+  const OpRecord& recent(size_t back) const { return slots_[(count() - 1 - back) % kCapacity]; }
+
+ private:
+  std::array<OpRecord, kCapacity> slots_{};
+  std::atomic<uint64_t> head_{0};
+};
+
+struct Op {
+  // Set by the caller before submit().
+  algo::Plan plan;
+  const std::byte* input = nullptr;
+  std::byte* output = nullptr;
+  DataType type = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  CollKind coll = CollKind::AllReduce;
+  uint64_t payloadBytes = 0;
+
+  // Engine state.
+  uint64_t seq = 0;
+  std::vector<uint8_t> state;   // per step: 0 waiting, 1 posted, 2 done
+  std::vector<uint16_t> reqOf;  // per posted step: its request slot
+  uint32_t first = 0;           // oldest unfinished step
+  Status status = Status::Success;
+  bool done = false;
+  OpRecord record;
+};
+
+// Consulted about once a second while a wait is idle; returns an error when a peer is
+// known to be gone, which fails the wait instead of letting it hang.
+struct Liveness {
+  virtual ~Liveness() = default;
+  virtual Status check() = 0;
+};
+
+class Engine {
+ public:
+  // `peerEndpoint[r]` serves rank r (null for self); `endpoints` lists each distinct one
+  // once. `scratch` is the communicator's pre-touched scratch memory.
+  Engine(int rank, int nranks, std::vector<transport::Endpoint*> peerEndpoint,
+         std::vector<transport::Endpoint*> endpoints, std::span<std::byte> scratch,
+         Liveness* liveness);
+
+  // Queues `op`; it becomes active when the ops before it are done. The caller keeps
+  // `op` alive until done.
+  Status submit(Op& op);
+  // Polls the transports once and advances the active op(s). Returns the work done.
+  int progress();
+  bool idle() const { return queue_.empty(); }
+  // Whether the engine has failed; its endpoints are cancelled and every op errors.
+  Status health() const { return failed_; }
+  // Cancels every posted transfer and fails queued ops (abort).
+  void abort(Status why);
+
+  const RecordRing& records() const { return records_; }
+  uint64_t nextSeq() const { return nextSeq_; }
+  int outstandingLimit() const { return maxPosted_; }
+  transport::Endpoint* endpointFor(int peer) const { return peerEndpoint_[size_t(peer)]; }
+  std::span<transport::Endpoint* const> endpoints() const { return endpoints_; }
+  Liveness* liveness() const { return liveness_; }
+
+ private:
+  int advance(Op& op);
+  // Starts step i of op; returns false when it cannot start yet for lack of requests.
+  bool start(Op& op, uint32_t i);
+  void finish(Op& op, Status s);
+  std::byte* resolve(const Op& op, const algo::Loc& loc) const;
+
+  int rank_, nranks_;
+  std::vector<transport::Endpoint*> peerEndpoint_;
+  std::vector<transport::Endpoint*> endpoints_;
+  std::span<std::byte> scratch_;
+  std::deque<Op*> queue_;
+  uint64_t nextSeq_ = 0;
+  Status failed_ = Status::Success;
+  Liveness* liveness_ = nullptr;
+
+  // Request pool: one slot per posted transfer.
+  std::vector<transport::Request> reqs_;
+  std::vector<uint16_t> freeReqs_;
+  int maxPosted_ = 0;
+  RecordRing records_;
+};
+
+// Drives `engines` until each is idle (or failed), backing off when there is no work:
+// spin for TEMPO_SPIN_US, then yield until TEMPO_YIELD_US, then sleep in growing steps
+// (waiting on the transport where there is a single endpoint to wait on). Each engine's
+// Liveness is consulted about once a second of idleness and may fail the wait.
+Status waitAll(std::span<Engine* const> engines);
+
+}  // namespace tempo::engine

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Checks the dynamic symbol table of librccl against the public header:
+#   (a) the SONAME is librccl.so.1;
+#   (b) every C function declared in the header is exported as a weak ncclX/msccl* (nm type W)
+#       with a strong pX twin (type T) at the same address, and every C++ function declared
+#       after the extern "C" block (ncclCommDump) is exported, mangled, as a strong symbol;
+#   (c) nothing else is exported: only nccl*/pnccl*/msccl*/pmsccl* names, all of them declared
+#       in the header (so the header and the library cannot drift apart in either direction).
+# The function list is read from the header itself, so it can never be stale.
+#
+# usage: exports_test.sh <path/to/librccl.so.1> <path/to/include/rccl/rccl.h>
+set -euo pipefail
+
+lib=${1:?usage: exports_test.sh <librccl.so> <rccl.h>}
+header=${2:?usage: exports_test.sh <librccl.so> <rccl.h>}
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+for tool in nm readelf c++filt; do
+  command -v "$tool" >/dev/null || { echo "FAIL: $tool not found" >&2; exit 1; }
+done
+[[ -r $lib ]] || { echo "FAIL: cannot read $lib" >&2; exit 1; }
+[[ -r $header ]] || { echo "FAIL: cannot read $header" >&2; exit 1; }
+
+# ---- (a) SONAME ----
+soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+[[ $soname == librccl.so.1 ]] || fail "SONAME is '${soname:-<none>}', expected librccl.so.1"
+
+# ---- names declared in the header ----
+# A declaration starts in column 0 with its return type, then the name and '('. The extern "C"
+# block holds the C API; declarations after it have C++ linkage.
+decl_re='^[A-Za-z_][A-Za-z0-9_ *]*[ *](p?(nccl|msccl)[A-Za-z0-9_]*)\('
+section() {  # section c|cxx: the header lines inside / after the extern "C" block
+  awk -v want="$1" '
+    /^extern "C" \{/ { state = "c"; next }
+    /^\}[ \t]*\/\/ extern "C"/ { state = "cxx"; next }
+    state == want { print }' "$header"
+}
+names_in() { sed -nE "s/${decl_re}.*/\1/p" | sort -u; }
+
+mapfile -t c_all < <(section c | names_in)
+mapfile -t cxx_all < <(section cxx | names_in)
+c_base=() ; for n in "${c_all[@]}"; do [[ $n == p* ]] || c_base+=("$n"); done
+(( ${#c_base[@]} > 0 )) || { echo "FAIL: no function declarations found in $header" >&2; exit 1; }
+
+# The header must declare each twin too (applications and interposers use pX directly).
+declared=" ${c_all[*]} ${cxx_all[*]} "
+for n in "${c_base[@]}"; do
+  [[ $declared == *" p$n "* ]] || fail "header declares $n but not p$n"
+done
+
+# ---- the library's exports ----
+declare -A type addr
+while read -r a t s; do
+  s=${s%%@*}  # drop a symbol version, if any
+  type[$s]=$t
+  addr[$s]=$a
+done < <(nm -D --defined-only "$lib")
+
+# ---- (b) every C function: weak ncclX + strong pncclX at one address ----
+for n in "${c_base[@]}"; do
+  p=p$n
+  if [[ -z ${type[$n]:-} ]]; then fail "$n is not exported"; continue; fi
+  if [[ -z ${type[$p]:-} ]]; then fail "$p is not exported"; continue; fi
+  [[ ${type[$n]} == W ]] || fail "$n has nm type ${type[$n]}, expected W (weak)"
+  [[ ${type[$p]} == T ]] || fail "$p has nm type ${type[$p]}, expected T (strong)"
+  [[ ${addr[$n]} == "${addr[$p]}" ]] || fail "$n (${addr[$n]}) and $p (${addr[$p]}) differ"
+done
+
+# ---- (b) C++ functions: exported by their mangled name ----
+declare -A cxx_sym  # mangled symbol -> declared name
+for s in "${!type[@]}"; do
+  [[ $s == _Z* ]] || continue
+  d=$(c++filt "$s")
+  for n in "${cxx_all[@]}"; do
+    if [[ $d == "$n("* ]]; then
+      cxx_sym[$s]=$n
+      [[ ${type[$s]} == T ]] || fail "$d has nm type ${type[$s]}, expected T"
+    fi
+  done
+done
+for n in "${cxx_all[@]}"; do
+  found=0
+  for s in "${!cxx_sym[@]}"; do [[ ${cxx_sym[$s]} == "$n" ]] && found=1; done
+  (( found )) || fail "C++ function $n is not exported"
+done
+
+# ---- (c) nothing else is exported ----
+for s in "${!type[@]}"; do
+  [[ -n ${cxx_sym[$s]:-} ]] && continue
+  if [[ ! $s =~ ^p?(nccl|msccl) ]]; then
+    fail "unexpected export: $s ($(c++filt "$s"))"
+  elif [[ $declared != *" $s "* ]]; then
+    fail "$s is exported but not declared in $(basename "$header")"
+  fi
+done
+
+if (( failures )); then
+  echo "exports_test: $failures failure(s)" >&2
+  exit 1
+fi
+echo "exports_test: OK: SONAME $soname; ${#c_base[@]} C functions exported as weak X + strong pX" \
+     "twins; ${#cxx_all[@]} C++ function(s); ${#type[@]} dynamic symbols, none unexpected"

@@ -1,0 +1,241 @@
+#include "transports/ofi/ofi.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "src/core/log.h"
+
+namespace tempo::transport::ofi {
+namespace {
+
+constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
+constexpr int kRankBits = 64 - kTagBits;
+static_assert(sizeof(fi_context2) <= sizeof(Request::internal));
+
+template <class T>
+struct FidClose {
+  void operator()(T* p) const {
+    if (p) fi_close(&p->fid);
+  }
+};
+template <class T>
+using FidPtr = std::unique_ptr<T, FidClose<T>>;
+struct InfoFree {
+  void operator()(fi_info* p) const { fi_freeinfo(p); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoFree>;
+
+Status ofiFail(const char* what, int rc) {
+  return fail(Status::SystemError, "ofi: %s failed: %s (%d)", what, fi_strerror(-rc), rc);
+}
+
+// "tcp" means the RDM stack over it; any other name is passed through as given.
+std::string canonicalProvider(const std::string& p) { return p == "tcp" ? "tcp;ofi_rxm" : p; }
+
+InfoPtr query(const std::string& provider, int* rcOut) {
+  InfoPtr hints(fi_allocinfo());
+  if (!hints) return nullptr;
+  hints->caps = FI_TAGGED;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  hints->fabric_attr->prov_name = strdup(canonicalProvider(provider).c_str());
+  fi_info* info = nullptr;
+  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &info);
+  if (rcOut) *rcOut = rc;
+  return rc == 0 ? InfoPtr(info) : nullptr;
+}
+
+Kind kindOf(const char* prov) {
+  if (!strcmp(prov, "shm")) return Kind::OfiShm;
+  if (!strncmp(prov, "tcp", 3)) return Kind::OfiTcp;
+  return Kind::OfiOther;
+}
+
+class OfiEndpoint final : public Endpoint {
+ public:
+  OfiEndpoint(int rank, int nranks) : rank_(rank), dest_(size_t(nranks), FI_ADDR_NOTAVAIL) {}
+  ~OfiEndpoint() override { cancelAll(); }
+  Status open(const std::string& provider);
+
+  Kind kind() const override { return kind_; }
+  const char* name() const override { return provName_.c_str(); }
+  std::span<const std::byte> address() const override { return {address_, addressLen_}; }
+  Status connect(int peer, std::span<const std::byte> address) override;
+  Status isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) override;
+  Status irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) override;
+  int progress() override;
+  int maxOutstanding() const override { return maxOutstanding_; }
+  void cancelAll() override;
+
+ private:
+  static Request* fromContext(void* ctx) {
+    return reinterpret_cast<Request*>(static_cast<char*>(ctx) - offsetof(Request, internal));
+  }
+  static void* context(Request* r) { return r->internal; }
+  uint64_t wireTag(int fromRank, uint64_t tag) const { return (uint64_t(fromRank) << kTagBits) | tag; }
+  // Retries a post that the provider refused for lack of resources, progressing meanwhile.
+  template <class Post>
+  Status post(const char* what, Post&& fn);
+
+  int rank_;
+  Kind kind_ = Kind::OfiOther;
+  std::string provName_;
+  InfoPtr info_;
+  // Declaration order is teardown order reversed: the endpoint closes first.
+  FidPtr<fid_fabric> fabric_;
+  FidPtr<fid_domain> domain_;
+  FidPtr<fid_av> av_;
+  FidPtr<fid_cq> cq_;
+  FidPtr<fid_ep> ep_;
+  std::vector<fi_addr_t> dest_;
+  std::byte address_[kMaxAddressBytes] = {};
+  size_t addressLen_ = 0;
+  int maxOutstanding_ = 64;
+  size_t maxMsg_ = SIZE_MAX;
+};
+
+Status OfiEndpoint::open(const std::string& provider) {
+  int rc = 0;
+  info_ = query(provider, &rc);
+  if (!info_)
+    return fail(Status::SystemError, "ofi: provider '%s' offers no tagged RDM endpoint here: %s",
+                canonicalProvider(provider).c_str(), fi_strerror(-rc));
+  provName_ = info_->fabric_attr->prov_name;
+  kind_ = kindOf(provName_.c_str());
+  maxMsg_ = info_->ep_attr->max_msg_size;
+  size_t depth = std::min(info_->tx_attr->size, info_->rx_attr->size);
+  maxOutstanding_ = int(std::min<size_t>(depth ? depth : 64, 256));
+
+  fid_fabric* fabric = nullptr;
+  if ((rc = fi_fabric(info_->fabric_attr, &fabric, nullptr))) return ofiFail("fi_fabric", rc);
+  fabric_.reset(fabric);
+  fid_domain* domain = nullptr;
+  if ((rc = fi_domain(fabric_.get(), info_.get(), &domain, nullptr))) return ofiFail("fi_domain", rc);
+  domain_.reset(domain);
+
+  fi_cq_attr cqAttr{};
+  cqAttr.format = FI_CQ_FORMAT_TAGGED;
+  cqAttr.wait_obj = FI_WAIT_NONE;
+  cqAttr.size = size_t(maxOutstanding_) * 2;
+  fid_cq* cq = nullptr;
+  if ((rc = fi_cq_open(domain_.get(), &cqAttr, &cq, nullptr))) return ofiFail("fi_cq_open", rc);
+  cq_.reset(cq);
+
+  fi_av_attr avAttr{};
+  avAttr.type = FI_AV_TABLE;
+  avAttr.count = dest_.size();
+  fid_av* av = nullptr;
+  if ((rc = fi_av_open(domain_.get(), &avAttr, &av, nullptr))) return ofiFail("fi_av_open", rc);
+  av_.reset(av);
+
+  fid_ep* ep = nullptr;
+  if ((rc = fi_endpoint(domain_.get(), info_.get(), &ep, nullptr))) return ofiFail("fi_endpoint", rc);
+  ep_.reset(ep);
+  if ((rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV))) return ofiFail("fi_ep_bind(cq)", rc);
+  if ((rc = fi_ep_bind(ep_.get(), &av_->fid, 0))) return ofiFail("fi_ep_bind(av)", rc);
+  if ((rc = fi_enable(ep_.get()))) return ofiFail("fi_enable", rc);
+
+  addressLen_ = sizeof address_;
+  if ((rc = fi_getname(&ep_->fid, address_, &addressLen_))) return ofiFail("fi_getname", rc);
+  TEMPO_INFO(log::Init | log::Net, "NET/OFI rank %d opened provider %s domain %s", rank_, provName_.c_str(),
+             info_->domain_attr->name);
+  return Status::Success;
+}
+
+Status OfiEndpoint::connect(int peer, std::span<const std::byte> address) {
+  if (!ep_) return fail(Status::InternalError, "ofi: connect on a closed endpoint");
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  int rc = fi_av_insert(av_.get(), address.data(), 1, &addr, 0, nullptr);
+  if (rc != 1) return ofiFail("fi_av_insert", rc < 0 ? rc : -FI_EINVAL);
+  dest_[size_t(peer)] = addr;
+  return Status::Success;
+}
+
+template <class Post>
+Status OfiEndpoint::post(const char* what, Post&& fn) {
+  if (!ep_) return fail(Status::RemoteError, "ofi: %s on an aborted endpoint", what);
+  for (;;) {
+    ssize_t rc = fn();
+    if (rc == 0) return Status::Success;
+    if (rc != -FI_EAGAIN) return ofiFail(what, int(rc));
+    progress();
+  }
+}
+
+Status OfiEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) {
+  if (len > maxMsg_) return fail(Status::InvalidArgument, "ofi: message of %zu bytes exceeds %s's limit", len, name());
+  return post("fi_tsend", [&] {
+    return fi_tsend(ep_.get(), buf, len, nullptr, dest_[size_t(peer)], wireTag(rank_, tag), context(req));
+  });
+}
+
+Status OfiEndpoint::irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) {
+  return post("fi_trecv", [&] {
+    return fi_trecv(ep_.get(), buf, len, nullptr, FI_ADDR_UNSPEC, wireTag(peer, tag), 0, context(req));
+  });
+}
+
+int OfiEndpoint::progress() {
+  if (!cq_) return 0;
+  int completed = 0;
+  fi_cq_tagged_entry entries[16];
+  for (;;) {
+    ssize_t n = fi_cq_read(cq_.get(), entries, 16);
+    if (n > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        Request* r = fromContext(entries[i].op_context);
+        r->bytes = entries[i].len;
+        r->done = true;
+      }
+      completed += int(n);
+      if (n < 16) return completed;
+      continue;
+    }
+    if (n == -FI_EAGAIN) return completed;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_.get(), &err, 0) == 1) {
+        Request* r = fromContext(err.op_context);
+        const char* cause = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0);
+        r->status = fail(err.err == FI_ETRUNC ? Status::InvalidUsage : Status::RemoteError,
+                         "ofi/%s: operation failed: %s (%s)", name(), fi_strerror(err.err), cause ? cause : "");
+        r->done = true;
+        ++completed;
+      }
+      continue;
+    }
+    TEMPO_WARN_RATELIMITED(1000, "ofi/%s: fi_cq_read failed: %s", name(), fi_strerror(int(-n)));
+    return completed;
+  }
+}
+
+void OfiEndpoint::cancelAll() {
+  // Closing the endpoint cancels every posted operation; nothing touches their buffers after.
+  ep_.reset();
+  av_.reset();
+  cq_.reset();
+  domain_.reset();
+  fabric_.reset();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Endpoint>> create(const std::string& provider, int rank, int nranks) {
+  auto ep = std::make_unique<OfiEndpoint>(rank, nranks);
+  TEMPO_TRY(ep->open(provider));
+  return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+bool available(const std::string& provider) { return query(provider, nullptr) != nullptr; }
+
+}  // namespace tempo::transport::ofi

@@ -1,0 +1,19 @@
+#include "transports/transport.h"
+
+#include <thread>
+
+namespace tempo::transport {
+
+const char* kindName(Kind k) {
+  switch (k) {
+    case Kind::Loopback: return "loopback";
+    case Kind::OfiShm: return "ofi/shm";
+    case Kind::OfiTcp: return "ofi/tcp";
+    case Kind::OfiOther: return "ofi";
+  }
+  return "?";
+}
+
+void Endpoint::wait(int64_t ns) { std::this_thread::sleep_for(std::chrono::nanoseconds(ns)); }
+
+}  // namespace tempo::transport

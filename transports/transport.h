@@ -1,0 +1,73 @@
+// The data-transport interface the engine drives.
+//
+// Contract:
+// - An Endpoint belongs to one communicator and serves the peers connect() was called for.
+//   Peers are communicator ranks. One thread at a time uses an Endpoint (the engine
+//   serialises); no call blocks except wait().
+// - Messages are tagged. A receive matches the send from `peer` with the same tag; among
+//   messages with the same (peer, tag), matching is in posting order on both sides.
+//   Tags are at most kTagBits wide. The receive buffer must be at least as long as the
+//   message; a longer message is an error on the receive.
+// - isend/irecv only post. A Request completes only inside progress(): progress() drives
+//   the transport and sets `done` (and `status`, `bytes`) on every request that finished.
+//   Until then the caller must keep the Request and the buffer alive and untouched.
+// - At most maxOutstanding() requests may be posted and not yet completed per Endpoint;
+//   within that limit a post never fails for lack of resources.
+// - A failed request carries an error Status; the exact cause is logged once, here at the
+//   transport boundary. A peer that fails surfaces as Status::RemoteError.
+// - cancelAll() abandons every posted request (abort): afterwards none of them is touched
+//   again and their buffers may be freed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "src/core/status.h"
+
+namespace tempo::transport {
+
+inline constexpr int kTagBits = 40;
+
+// Caller-owned completion record for one posted operation.
+struct Request {
+  bool done = false;
+  Status status = Status::Success;
+  size_t bytes = 0;          // bytes actually received (receives)
+  void* internal[8] = {};    // transport scratch (libfabric fi_context2)
+  void reset() {
+    done = false;
+    status = Status::Success;
+    bytes = 0;
+  }
+};
+
+enum class Kind : uint8_t { Loopback = 0, OfiShm = 1, OfiTcp = 2, OfiOther = 3 };
+const char* kindName(Kind k);
+
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+  virtual Kind kind() const = 0;
+  // Printable provider/transport name for logs ("loopback", "shm", "tcp;ofi_rxm").
+  virtual const char* name() const = 0;
+  // Opaque address to publish to peers through the bootstrap (at most kMaxAddressBytes).
+  virtual std::span<const std::byte> address() const = 0;
+  // Makes `peer` reachable using the address it published.
+  virtual Status connect(int peer, std::span<const std::byte> address) = 0;
+  virtual Status isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) = 0;
+  virtual Status irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) = 0;
+  // Drives progress; returns how many requests completed (0 when idle).
+  virtual int progress() = 0;
+  // Blocks for at most `ns` or until this endpoint may have new completions. The default
+  // sleeps; transports with a wakeup mechanism wake early.
+  virtual void wait(int64_t ns);
+  virtual int maxOutstanding() const = 0;
+  virtual void cancelAll() = 0;
+};
+
+inline constexpr size_t kMaxAddressBytes = 160;
+
+}  // namespace tempo::transport
