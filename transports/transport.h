@@ -11,8 +11,11 @@
 // - isend/irecv only post. A Request completes only inside progress(): progress() drives
 //   the transport and sets `done` (and `status`, `bytes`) on every request that finished.
 //   Until then the caller must keep the Request and the buffer alive and untouched.
-// - At most maxOutstanding() requests may be posted and not yet completed per Endpoint;
-//   within that limit a post never fails for lack of resources.
+// - At most maxOutstanding() requests may be posted and not yet completed per Endpoint.
+//   Even within that limit a post may be refused with Status::InProgress when the
+//   transport is momentarily out of resources (typically a peer that has not drained its
+//   queue yet): nothing was posted, and the caller must progress (this and any other
+//   endpoint it drives) and retry. A post never waits for a peer.
 // - A failed request carries an error Status; the exact cause is logged once, here at the
 //   transport boundary. A peer that fails surfaces as Status::RemoteError.
 // - cancelAll() abandons every posted request (abort): afterwards none of them is touched

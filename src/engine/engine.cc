@@ -98,6 +98,10 @@ bool Engine::start(Op& op, uint32_t i) {
       Status st = s.kind == algo::StepKind::Send
                       ? ep->isend(s.peer, tag, resolve(op, s.src), s.bytes, &req)
                       : ep->irecv(s.peer, tag, resolve(op, s.dst), s.bytes, &req);
+      if (st == Status::InProgress) {  // the transport is momentarily full: retry later
+        freeReqs_.push_back(slot);
+        return false;
+      }
       if (!ok(st)) {
         freeReqs_.push_back(slot);
         finish(op, st);
@@ -158,7 +162,7 @@ int Engine::advance(Op& op) {
     for (uint32_t d : s.deps)
       if (d != algo::kNoDep && op.state[d] != kDone) ready = false;
     if (!ready) continue;
-    if (!start(op, i)) break;  // every request slot is in use; retry after completions
+    if (!start(op, i)) break;  // out of request slots or transport resources: retry later
     ++work;
   }
   while (op.first < n && op.state[op.first] == kDone) ++op.first;

@@ -83,7 +83,8 @@ class OfiEndpoint final : public Endpoint {
   }
   static void* context(Request* r) { return r->internal; }
   uint64_t wireTag(int fromRank, uint64_t tag) const { return (uint64_t(fromRank) << kTagBits) | tag; }
-  // Retries a post that the provider refused for lack of resources, progressing meanwhile.
+  // Posts; if the provider is out of resources, progresses once and retries once, then
+  // reports InProgress so the engine can progress other endpoints before trying again.
   template <class Post>
   Status post(const char* what, Post&& fn);
 
@@ -164,12 +165,13 @@ Status OfiEndpoint::connect(int peer, std::span<const std::byte> address) {
 template <class Post>
 Status OfiEndpoint::post(const char* what, Post&& fn) {
   if (!ep_) return fail(Status::RemoteError, "ofi: %s on an aborted endpoint", what);
-  for (;;) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
     ssize_t rc = fn();
     if (rc == 0) return Status::Success;
     if (rc != -FI_EAGAIN) return ofiFail(what, int(rc));
     progress();
   }
+  return Status::InProgress;
 }
 
 Status OfiEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) {

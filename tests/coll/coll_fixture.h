@@ -1,0 +1,71 @@
+// Ranks as threads in one process, through the public C API.
+//
+// A CommWorld owns nranks communicators made by ncclCommInitAll with a given transport:
+// "loopback" (Tempo's in-process transport), or "shm"/"tcp" (libfabric, forced with
+// TEMPO_TRANSPORT=ofi and FI_PROVIDER for the duration of the init).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rccl/rccl.h"
+#include "src/core/param.h"
+
+namespace tempo::testing {
+
+inline void selectTransport(const std::string& transport) {
+  using param::Id;
+  if (transport == "loopback") {
+    param::overrideForTest(Id::Transport, "loopback");
+    param::overrideForTest(Id::FiProvider, nullptr);
+  } else {
+    param::overrideForTest(Id::Transport, "ofi");
+    param::overrideForTest(Id::FiProvider, transport.c_str());
+  }
+}
+
+class CommWorld {
+ public:
+  CommWorld(int nranks, const std::string& transport) : comms_(size_t(nranks)) {
+    selectTransport(transport);
+    status_ = ncclCommInitAll(comms_.data(), nranks, nullptr);
+    if (status_ != ncclSuccess) error_ = ncclGetLastError(nullptr);
+  }
+  ~CommWorld() {
+    if (status_ == ncclSuccess)
+      for (ncclComm_t c : comms_) ncclCommDestroy(c);
+    param::overrideForTest(param::Id::Transport, nullptr);
+    param::overrideForTest(param::Id::FiProvider, nullptr);
+  }
+  bool ok() const { return status_ == ncclSuccess; }
+  const std::string& error() const { return error_; }
+  int size() const { return int(comms_.size()); }
+  ncclComm_t operator[](int r) const { return comms_[size_t(r)]; }
+
+  // Runs fn(rank) on one thread per rank and returns each rank's result.
+  std::vector<ncclResult_t> onThreads(const std::function<ncclResult_t(int)>& fn) const {
+    std::vector<ncclResult_t> res(comms_.size(), ncclSuccess);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size(); ++r) threads.emplace_back([&, r] { res[size_t(r)] = fn(r); });
+    for (auto& t : threads) t.join();
+    return res;
+  }
+  // Calls fn(rank) for every rank from this thread inside one group.
+  ncclResult_t inGroup(const std::function<ncclResult_t(int)>& fn) const {
+    ncclResult_t first = ncclGroupStart();
+    for (int r = 0; r < size() && first == ncclSuccess; ++r) first = fn(r);
+    ncclResult_t end = ncclGroupEnd();
+    return first != ncclSuccess ? first : end;
+  }
+
+ private:
+  std::vector<ncclComm_t> comms_;
+  ncclResult_t status_ = ncclInternalError;
+  std::string error_;
+};
+
+}  // namespace tempo::testing
