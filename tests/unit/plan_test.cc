@@ -1,0 +1,324 @@
+// Ring all-reduce plans, executed symbolically for every rank at once.
+//
+// Each element carries the set of ranks whose input it contains and how many reductions
+// produced it. A random scheduler runs the plans of all ranks in any order the
+// dependencies and the window allow, with transfers completing at random times, and
+// checks what the engine relies on: a buffer range is never read or written while a
+// posted receive may still write it, never written while a posted send may still read
+// it, message sizes match on both sides, nothing deadlocks, every rank ends with every
+// element reduced over all ranks exactly once each (n-1 reductions), out-of-place
+// inputs stay untouched, and every access stays inside its buffer.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "src/algo/ring_allreduce.h"
+
+namespace tempo::algo {
+namespace {
+
+struct Cell {
+  uint64_t mask = 0;
+  uint32_t reductions = 0;
+  bool operator==(const Cell&) const = default;
+};
+
+struct Range {
+  BufId buf;
+  uint64_t begin, end;  // elements
+  bool overlaps(const Range& o) const { return buf == o.buf && begin < o.end && o.begin < end; }
+};
+
+struct RankState {
+  Plan plan;
+  std::vector<Cell> input, output, scratch;
+  std::vector<int> state;  // 0 waiting, 1 posted, 2 done
+  uint32_t first = 0;
+};
+
+class Simulator {
+ public:
+  Simulator(int n, uint64_t count, uint32_t ts, bool inPlace, uint64_t chunk, uint64_t scratch, bool avg)
+      : n_(n), ts_(ts), inPlace_(inPlace), ranks_(size_t(n)) {
+    for (int r = 0; r < n; ++r) {
+      RingAllReduceArgs a;
+      a.count = count;
+      a.typeSize = ts;
+      a.inPlace = inPlace;
+      a.average = avg;
+      a.pos = r;
+      a.nranks = n;
+      a.nextRank = (r + 1) % n;
+      a.prevRank = (r + n - 1) % n;
+      a.chunkBytes = chunk;
+      a.scratchBytes = scratch;
+      RankState& s = ranks_[size_t(r)];
+      planRingAllReduce(a, s.plan);
+      s.input.assign(count, Cell{uint64_t(1) << r, 0});
+      s.output.assign(count, Cell{});
+      EXPECT_LE(s.plan.scratchBytes, scratch) << "plan needs more scratch than it was given";
+      s.scratch.assign(s.plan.scratchBytes / ts, Cell{});
+      s.state.assign(s.plan.steps.size(), 0);
+    }
+  }
+
+  // Runs to completion; returns false (with a gtest failure) on a hazard or deadlock.
+  bool run(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    for (;;) {
+      std::vector<std::pair<int, uint32_t>> startable;
+      for (int r = 0; r < n_; ++r) {
+        RankState& s = ranks_[size_t(r)];
+        while (s.first < s.plan.steps.size() && s.state[s.first] == 2) ++s.first;
+        uint64_t end = std::min<uint64_t>(s.plan.steps.size(), uint64_t(s.first) + s.plan.window);
+        for (uint32_t i = s.first; i < end; ++i)
+          if (s.state[i] == 0 && depsDone(s, i)) startable.push_back({r, i});
+      }
+      std::vector<std::tuple<int, uint32_t, int, uint32_t>> deliverable;  // sender, step, receiver, step
+      for (auto& [key, recv] : postedRecvs_) {
+        auto it = postedSends_.find(key);
+        if (it != postedSends_.end()) deliverable.push_back({std::get<0>(key), it->second, std::get<1>(key), recv});
+      }
+      if (startable.empty() && deliverable.empty()) break;
+      size_t pick = rng() % (startable.size() + deliverable.size());
+      if (pick < startable.size()) {
+        if (!start(startable[pick].first, startable[pick].second)) return false;
+      } else {
+        auto [src, si, dst, ri] = deliverable[pick - startable.size()];
+        if (!deliver(src, si, dst, ri)) return false;
+      }
+    }
+    for (int r = 0; r < n_; ++r)
+      for (size_t i = 0; i < ranks_[size_t(r)].state.size(); ++i)
+        if (ranks_[size_t(r)].state[i] != 2) {
+          ADD_FAILURE() << "deadlock: rank " << r << " step " << i << " never finished";
+          return false;
+        }
+    return true;
+  }
+
+  void checkResult() const {
+    const uint64_t all = n_ == 64 ? ~uint64_t(0) : (uint64_t(1) << n_) - 1;
+    for (int r = 0; r < n_; ++r) {
+      const RankState& s = ranks_[size_t(r)];
+      const std::vector<Cell>& out = inPlace_ ? s.input : s.output;
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(out[i].mask, all) << "rank " << r << " element " << i << " misses contributions";
+        ASSERT_EQ(out[i].reductions, uint32_t(n_ - 1)) << "rank " << r << " element " << i;
+      }
+      if (!inPlace_)
+        for (size_t i = 0; i < s.input.size(); ++i)
+          ASSERT_EQ(s.input[i], (Cell{uint64_t(1) << r, 0})) << "out-of-place input modified";
+    }
+  }
+
+  uint64_t messages() const { return messages_; }
+
+ private:
+  using Key = std::tuple<int, int, uint32_t>;  // sender, receiver, msg
+
+  bool depsDone(const RankState& s, uint32_t i) const {
+    for (uint32_t d : s.plan.steps[i].deps) {
+      if (d == kNoDep) continue;
+      EXPECT_LT(d, i) << "dependency does not precede its step";
+      if (s.state[d] != 2) return false;
+    }
+    return true;
+  }
+
+  std::vector<Cell>& buffer(RankState& s, BufId b) {
+    if (b == BufId::Scratch) return s.scratch;
+    if (b == BufId::Output && !inPlace_) return s.output;
+    return s.input;  // in place, input and output are one buffer
+  }
+  Range range(const Loc& l, uint64_t bytes) const {
+    BufId b = l.buf == BufId::Output && inPlace_ ? BufId::Input : l.buf;
+    EXPECT_EQ(l.offset % ts_, 0u);
+    EXPECT_EQ(bytes % ts_, 0u);
+    return {b, l.offset / ts_, (l.offset + bytes) / ts_};
+  }
+  bool inBounds(RankState& s, const Range& r) {
+    if (r.end > buffer(s, r.buf).size()) {
+      ADD_FAILURE() << "access [" << r.begin << ", " << r.end << ") past the end of buffer " << int(r.buf);
+      return false;
+    }
+    return true;
+  }
+  // No access may touch a range an in-flight receive may write; no write may touch a
+  // range an in-flight send may read.
+  bool safe(int rank, const Range& r, bool write) {
+    for (auto& [key, f] : inflight_) {
+      if (std::get<0>(key) != rank || !f.range.overlaps(r)) continue;
+      if (f.isRecv || write) {
+        ADD_FAILURE() << "rank " << rank << ": " << (write ? "write" : "read") << " of elements [" << r.begin << ", "
+                      << r.end << ") while a " << (f.isRecv ? "receive" : "send") << " of them is in flight";
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool start(int rank, uint32_t i) {
+    RankState& s = ranks_[size_t(rank)];
+    const Step& st = s.plan.steps[i];
+    switch (st.kind) {
+      case StepKind::Send:
+      case StepKind::Recv: {
+        if (st.bytes == 0) break;  // the engine elides empty messages on both sides
+        bool isRecv = st.kind == StepKind::Recv;
+        Range r = range(isRecv ? st.dst : st.src, st.bytes);
+        if (!inBounds(s, r) || !safe(rank, r, isRecv)) return false;
+        inflight_[{rank, i}] = {r, isRecv};
+        Key key = isRecv ? Key{st.peer, rank, st.msg} : Key{rank, st.peer, st.msg};
+        auto& table = isRecv ? postedRecvs_ : postedSends_;
+        if (table.count(key)) {
+          ADD_FAILURE() << "two messages share sender/receiver/index";
+          return false;
+        }
+        table[key] = i;
+        s.state[i] = 1;
+        return true;
+      }
+      case StepKind::Reduce: {
+        Range a = range(st.src, st.bytes), b = range(st.src2, st.bytes), d = range(st.dst, st.bytes);
+        if (!inBounds(s, a) || !inBounds(s, b) || !inBounds(s, d)) return false;
+        if (!safe(rank, a, false) || !safe(rank, b, false) || !safe(rank, d, true)) return false;
+        auto &A = buffer(s, a.buf), &B = buffer(s, b.buf), &D = buffer(s, d.buf);
+        for (uint64_t k = 0; k < a.end - a.begin; ++k) {
+          Cell x = A[a.begin + k], y = B[b.begin + k];
+          if (x.mask & y.mask) {
+            ADD_FAILURE() << "rank " << rank << " reduces a contribution twice";
+            return false;
+          }
+          D[d.begin + k] = {x.mask | y.mask, x.reductions + y.reductions + 1};
+        }
+        break;
+      }
+      case StepKind::Copy: {
+        Range a = range(st.src, st.bytes), d = range(st.dst, st.bytes);
+        if (!inBounds(s, a) || !inBounds(s, d) || !safe(rank, a, false) || !safe(rank, d, true)) return false;
+        auto &A = buffer(s, a.buf), &D = buffer(s, d.buf);
+        for (uint64_t k = 0; k < a.end - a.begin; ++k) D[d.begin + k] = A[a.begin + k];
+        break;
+      }
+    }
+    s.state[i] = 2;
+    return true;
+  }
+
+  bool deliver(int src, uint32_t si, int dst, uint32_t ri) {
+    RankState &S = ranks_[size_t(src)], &R = ranks_[size_t(dst)];
+    const Step &ss = S.plan.steps[si], &rs = R.plan.steps[ri];
+    if (ss.bytes != rs.bytes) {
+      ADD_FAILURE() << "rank " << src << " sends " << ss.bytes << " bytes, rank " << dst << " expects " << rs.bytes;
+      return false;
+    }
+    Range a = range(ss.src, ss.bytes), d = range(rs.dst, rs.bytes);
+    auto &A = buffer(S, a.buf), &D = buffer(R, d.buf);
+    for (uint64_t k = 0; k < a.end - a.begin; ++k) D[d.begin + k] = A[a.begin + k];
+    postedSends_.erase({src, dst, ss.msg});
+    postedRecvs_.erase({src, dst, rs.msg});
+    inflight_.erase({src, si});
+    inflight_.erase({dst, ri});
+    S.state[si] = R.state[ri] = 2;
+    ++messages_;
+    return true;
+  }
+
+  struct Flight {
+    Range range;
+    bool isRecv;
+  };
+  int n_;
+  uint32_t ts_;
+  bool inPlace_;
+  std::vector<RankState> ranks_;
+  std::map<Key, uint32_t> postedSends_, postedRecvs_;
+  std::map<std::pair<int, uint32_t>, Flight> inflight_;
+  uint64_t messages_ = 0;
+};
+
+void simulate(int n, uint64_t count, uint32_t ts, bool inPlace, uint64_t chunk, uint64_t scratch, uint64_t seed) {
+  SCOPED_TRACE(testing::Message() << "n=" << n << " count=" << count << " ts=" << ts << " inPlace=" << inPlace
+                                  << " chunk=" << chunk << " scratch=" << scratch << " seed=" << seed);
+  Simulator sim(n, count, ts, inPlace, chunk, scratch, false);
+  ASSERT_TRUE(sim.run(seed));
+  sim.checkResult();
+}
+
+TEST(RingAllReducePlan, EveryRankGetsEveryElementReducedOnceFromEachRank) {
+  for (int n = 1; n <= 12; ++n)
+    for (uint64_t count : {uint64_t(1), uint64_t(n) - 1 + (n == 1), uint64_t(n), uint64_t(n) + 1, uint64_t(97),
+                           uint64_t(1000)})
+      for (bool inPlace : {false, true}) simulate(n, count, 4, inPlace, 64, 4096, uint64_t(n) * 1000 + count);
+}
+
+TEST(RingAllReducePlan, ManyColumnsAndScratchReuse) {
+  // 16-byte columns and two in-place scratch slots force long pipelines and slot reuse.
+  for (int n : {2, 3, 5, 8})
+    for (uint32_t ts : {1u, 2u, 8u})
+      for (bool inPlace : {false, true})
+        for (uint64_t seed = 0; seed < 3; ++seed) simulate(n, 777, ts, inPlace, 16, 32, seed);
+}
+
+TEST(RingAllReducePlan, LargeRings) {
+  // One column per segment keeps the 64-rank simulation quick.
+  for (int n : {16, 31, 33, 64})
+    for (bool inPlace : {false, true}) simulate(n, 3000, 4, inPlace, 1 << 20, 1 << 20, uint64_t(n));
+}
+
+TEST(RingAllReducePlan, ZeroCountIsAnEmptyPlan) {
+  Plan p;
+  RingAllReduceArgs a;
+  a.count = 0;
+  a.nranks = 4;
+  planRingAllReduce(a, p);
+  EXPECT_TRUE(p.steps.empty());
+}
+
+TEST(RingAllReducePlan, AverageDividesOnceAtTheLastReduction) {
+  for (int n : {2, 3, 7}) {
+    Plan p;
+    RingAllReduceArgs a;
+    a.count = 1000;
+    a.nranks = n;
+    a.pos = 1 % n;
+    a.nextRank = (a.pos + 1) % n;
+    a.prevRank = (a.pos + n - 1) % n;
+    a.average = true;
+    a.chunkBytes = 128;
+    planRingAllReduce(a, p);
+    // Per column, the last of the n-1 reductions divides by n; the others do not.
+    uint64_t reductions = 0, dividing = 0;
+    for (const Step& s : p.steps)
+      if (s.kind == StepKind::Reduce) {
+        ++reductions;
+        if (s.postDivisor == uint32_t(n)) {
+          ++dividing;
+        } else {
+          EXPECT_EQ(s.postDivisor, 1u);
+        }
+      }
+    EXPECT_EQ(dividing * uint64_t(n - 1), reductions);
+  }
+}
+
+TEST(RingAllReducePlan, SegmentsPartitionTheBuffer) {
+  for (int n = 1; n <= 64; ++n)
+    for (uint64_t count : {uint64_t(0), uint64_t(1), uint64_t(63), uint64_t(64), uint64_t(1000003)}) {
+      uint64_t next = 0;
+      for (int s = 0; s < n; ++s) {
+        algo::Range r = ringSegment(count, 4, n, s);
+        EXPECT_EQ(r.begin, next);
+        EXPECT_LE(r.begin, r.end);
+        next = r.end;
+      }
+      EXPECT_EQ(next, count);
+    }
+}
+
+}  // namespace
+}  // namespace tempo::algo

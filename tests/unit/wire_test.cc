@@ -1,0 +1,142 @@
+// Bootstrap wire formats: round trips, and rejection of anything malformed.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "src/bootstrap/socket.h"
+#include "src/bootstrap/wire.h"
+
+namespace tempo::bootstrap {
+namespace {
+
+SockAddr addr(const char* s) {
+  Result<SockAddr> a = SockAddr::parse(s);
+  EXPECT_TRUE(a.ok()) << s;
+  return a.ok() ? a.value() : SockAddr{};
+}
+
+TEST(UniqueId, RoundTripsIpv4AndIpv6) {
+  for (const char* s : {"10.1.2.3:29500", "[::1]:6000", "[fd00::17]:1"}) {
+    UniqueId id;
+    id.root = addr(s);
+    for (size_t i = 0; i < id.secret.size(); ++i) id.secret[i] = uint8_t(i * 7 + 1);
+    uint8_t raw[kUniqueIdBytes];
+    encodeUniqueId(id, raw);
+    Result<UniqueId> back = decodeUniqueId(raw);
+    ASSERT_TRUE(back.ok()) << s;
+    EXPECT_EQ(back->root.toString(), id.root.toString());
+    EXPECT_TRUE(secretsEqual(back->secret, id.secret));
+    EXPECT_EQ(back->flags, 0);
+  }
+}
+
+TEST(UniqueId, EveryCoveredByteIsChecked) {
+  UniqueId id;
+  id.root = addr("192.0.2.9:1234");
+  uint8_t raw[kUniqueIdBytes];
+  encodeUniqueId(id, raw);
+  // Flipping any byte of the encoded part (magic, version, flags, address, secret,
+  // checksum) must be caught.
+  for (size_t i = 0; i < 8 + 2 + 2 + 20 + kSecretBytes + 8; ++i) {
+    uint8_t bad[kUniqueIdBytes];
+    memcpy(bad, raw, sizeof bad);
+    bad[i] ^= 0x10;
+    EXPECT_FALSE(decodeUniqueId(bad).ok()) << "byte " << i;
+  }
+}
+
+TEST(UniqueId, ZeroesAreNotAnId) {
+  uint8_t raw[kUniqueIdBytes] = {};
+  EXPECT_EQ(decodeUniqueId(raw).status(), Status::InvalidArgument);
+}
+
+TEST(Header, BoundsAndMagic) {
+  uint8_t h[kHeaderBytes];
+  encodeHeader(MsgType::Hello, 100, h);
+  EXPECT_TRUE(decodeHeader(h, 100).ok());
+  EXPECT_FALSE(decodeHeader(h, 99).ok()) << "length above the limit";
+  h[0] ^= 1;
+  EXPECT_FALSE(decodeHeader(h, 100).ok()) << "bad magic";
+  encodeHeader(MsgType(77), 1, h);
+  EXPECT_FALSE(decodeHeader(h, 100).ok()) << "unknown type";
+}
+
+TEST(Messages, HelloTableErrorAndPeerHelloRoundTrip) {
+  Hello h;
+  h.nranks = 8;
+  h.rank = 3;
+  h.info.hostHash = 0x1122334455667788ull;
+  h.info.processToken = 42;
+  h.info.pid = 777;
+  h.info.oob = addr("127.0.0.1:4000");
+  snprintf(h.info.hostname, sizeof h.info.hostname, "node07");
+  std::vector<uint8_t> m = encodeHello(h);
+  Result<Hello> hb = decodeHello(std::span(m).subspan(kHeaderBytes));
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->rank, 3);
+  EXPECT_EQ(hb->nranks, 8);
+  EXPECT_EQ(hb->info.hostHash, h.info.hostHash);
+  EXPECT_STREQ(hb->info.hostname, "node07");
+  EXPECT_EQ(hb->info.oob.toString(), "127.0.0.1:4000");
+
+  Table t;
+  t.commNonce = 99;
+  t.peers.assign(3, h.info);
+  m = encodeTable(t);
+  Result<Table> tb = decodeTable(std::span(m).subspan(kHeaderBytes), 3);
+  ASSERT_TRUE(tb.ok());
+  EXPECT_EQ(tb->commNonce, 99u);
+  EXPECT_EQ(tb->peers.size(), 3u);
+  EXPECT_FALSE(decodeTable(std::span(m).subspan(kHeaderBytes), 4).ok()) << "rank count must match";
+
+  m = encodeError({int32_t(Status::InvalidArgument), "rank 9 is outside [0, 8)"});
+  Result<ErrorReply> eb = decodeError(std::span(m).subspan(kHeaderBytes));
+  ASSERT_TRUE(eb.ok());
+  EXPECT_EQ(eb->reason, "rank 9 is outside [0, 8)");
+
+  PeerHello p{{}, 5, 2, PeerHello::kRing};
+  m = encodePeerHello(p);
+  Result<PeerHello> pb = decodePeerHello(std::span(m).subspan(kHeaderBytes));
+  ASSERT_TRUE(pb.ok());
+  EXPECT_EQ(pb->from, 2);
+  EXPECT_EQ(pb->commNonce, 5u);
+}
+
+TEST(Messages, TruncatedOrPaddedPayloadsAreRejected) {
+  Hello h;
+  h.info.oob = addr("127.0.0.1:1");
+  std::vector<uint8_t> m = encodeHello(h);
+  std::span<const uint8_t> payload = std::span(m).subspan(kHeaderBytes);
+  for (size_t len = 0; len < payload.size(); ++len) EXPECT_FALSE(decodeHello(payload.first(len)).ok()) << len;
+  std::vector<uint8_t> longer(payload.begin(), payload.end());
+  longer.push_back(0);
+  EXPECT_FALSE(decodeHello(longer).ok());
+}
+
+TEST(Secrets, CompareAllBytes) {
+  Secret a{}, b{};
+  EXPECT_TRUE(secretsEqual(a, b));
+  b[31] = 1;
+  EXPECT_FALSE(secretsEqual(a, b));
+}
+
+TEST(SockAddr, ParseRejectsGarbage) {
+  for (const char* s : {"", "nohost", "1.2.3.4:", "1.2.3.4:99999", "[::1", "[::1]5", "1.2.3.4:12ab"})
+    EXPECT_FALSE(SockAddr::parse(s).ok()) << s;
+}
+
+TEST(Interfaces, NcclSocketIfnameRules) {
+  EXPECT_TRUE(interfaceMatches("eth", "eth0"));
+  EXPECT_FALSE(interfaceMatches("eth", "ib0"));
+  EXPECT_TRUE(interfaceMatches("ib,eth", "eth1"));
+  EXPECT_FALSE(interfaceMatches("^lo,docker", "lo"));
+  EXPECT_FALSE(interfaceMatches("^lo,docker", "docker0"));
+  EXPECT_TRUE(interfaceMatches("^lo,docker", "eth0"));
+  EXPECT_TRUE(interfaceMatches("=eth0", "eth0"));
+  EXPECT_FALSE(interfaceMatches("=eth0", "eth00"));
+  EXPECT_FALSE(interfaceMatches("^=eth0", "eth0"));
+  EXPECT_TRUE(interfaceMatches("^=eth0", "eth00"));
+}
+
+}  // namespace
+}  // namespace tempo::bootstrap
