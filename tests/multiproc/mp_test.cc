@@ -1,0 +1,109 @@
+// Ranks as real processes over libfabric (shm and tcp), through librccl.so.1.
+//
+// Each test spawns WORLD_SIZE copies of mp_worker with a fresh environment naming the
+// transport, waits for all of them with a deadline (killing every one on timeout, so a
+// hang fails the test instead of stalling it), and requires every exit status to be 0.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Runs `n` workers with `extraEnv`; returns their exit codes (-1: killed on timeout).
+std::vector<int> runWorkers(int n, const std::vector<std::string>& extraEnv, int timeoutSec) {
+  std::string commId = "NCCL_COMM_ID=127.0.0.1:" + std::to_string(freePort());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(n), commId,
+                                    "PATH=/usr/bin:/bin"};
+    for (const auto& e : extraEnv) env.push_back(e);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    char* argv[] = {const_cast<char*>(TEMPO_MP_WORKER), nullptr};
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, TEMPO_MP_WORKER, nullptr, nullptr, argv, envp.data()), 0);
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(size_t(n), -1);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSec);
+  int left = n;
+  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (int r = 0; r < n; ++r) {
+      if (pids[size_t(r)] <= 0) continue;
+      int status = 0;
+      if (waitpid(pids[size_t(r)], &status, WNOHANG) == pids[size_t(r)]) {
+        codes[size_t(r)] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pids[size_t(r)] = 0;
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (pid_t p : pids)
+    if (p > 0) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+  return codes;
+}
+
+void expectAllSucceed(const std::vector<int>& codes) {
+  for (size_t r = 0; r < codes.size(); ++r)
+    EXPECT_EQ(codes[r], 0) << "rank " << r << (codes[r] == -1 ? " timed out" : " failed");
+}
+
+struct Case {
+  const char* provider;
+  int nranks;
+};
+
+class MultiProcess : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MultiProcess, EveryTypeOpCountIsBitExact) {
+  const Case& c = GetParam();
+  expectAllSucceed(runWorkers(c.nranks, {std::string("FI_PROVIDER=") + c.provider, "TEMPO_MP_MODE=matrix"}, 240));
+}
+
+INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcess,
+                         ::testing::Values(Case{"shm", 2}, Case{"shm", 3}, Case{"shm", 4}, Case{"shm", 8},
+                                           Case{"tcp", 2}, Case{"tcp", 3}),
+                         [](const auto& p) {
+                           return std::string(p.param.provider) + "_" + std::to_string(p.param.nranks) + "ranks";
+                         });
+
+// Default selection between processes of one host is libfabric shm.
+TEST(MultiProcessAuto, DefaultTransportSelection) {
+  expectAllSucceed(runWorkers(3, {"TEMPO_MP_MODE=matrix"}, 240));
+}
+
+// 8 ranks: at most 64 MiB of library host memory each, and flat RSS over 10,000
+// back-to-back collectives (the worker measures and fails itself).
+TEST(MultiProcessMemory, BoundedAndFlatOverTenThousandCollectives) {
+  expectAllSucceed(runWorkers(8, {"TEMPO_MP_MODE=memory"}, 240));
+}
+
+}  // namespace

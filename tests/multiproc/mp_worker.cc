@@ -1,0 +1,121 @@
+// One rank of a multi-process test, linked against the real librccl.so.1.
+//
+// Configured by the environment the test sets: RANK, WORLD_SIZE, NCCL_COMM_ID (rank 0
+// starts the bootstrap root there), the transport variables under test, and
+// TEMPO_MP_MODE:
+//   matrix  every datatype x op x count x placement, bit-exact (exit 1 on any mismatch)
+//   memory  library host memory after init, and RSS flatness over 10,000 collectives
+// Diagnostics go to stderr prefixed with the rank.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "rccl/rccl.h"
+#include "tests/common/verify.h"
+
+using namespace tempo;
+using namespace tempo::testing;
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+
+#define CHECK_NCCL(call)                                                                       \
+  do {                                                                                         \
+    ncclResult_t r_ = (call);                                                                  \
+    if (r_ != ncclSuccess) {                                                                   \
+      fprintf(stderr, "[rank %d] %s failed: %s (%s)\n", g_rank, #call, ncclGetErrorString(r_), \
+              ncclGetLastError(nullptr));                                                      \
+      exit(2);                                                                                 \
+    }                                                                                          \
+  } while (0)
+
+long rssKiB() {
+  FILE* f = fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+int matrix(ncclComm_t comm) {
+  int failures = 0;
+  uint64_t seed = 11;
+  const size_t counts[] = {0, 1, 7, size_t(g_size) + 1, 1021, 65537, (size_t(1) << 20) + 3};
+  for (DataType t : kAllTypes)
+    for (RedOp op : kAllOps)
+      for (size_t count : counts)
+        for (bool inPlace : {false, true}) {
+          ++seed;
+          // Large counts for a few types only, to keep the run short.
+          if (count > 100000 && t != DataType::Float32 && t != DataType::Float16 && t != DataType::Int64) continue;
+          size_t bytes = count * dataTypeSize(t);
+          GuardedBuffer in(bytes), out(bytes), want(bytes);
+          fillInput(in.data(), count, t, op, g_rank, g_size, seed);
+          expectedAllReduce(want.data(), count, t, op, g_size, seed);
+          void* dst = inPlace ? in.data() : out.data();
+          CHECK_NCCL(ncclAllReduce(in.data(), dst, count, ncclDataType_t(t), ncclRedOp_t(op), comm, nullptr));
+          size_t bad = countMismatches(dst, want.data(), count, t);
+          if (bad || !in.guardsIntact() || !out.guardsIntact()) {
+            fprintf(stderr, "[rank %d] %s %s count %zu %s: %zu wrong elements%s\n", g_rank, dataTypeName(t),
+                    redOpName(op), count, inPlace ? "in-place" : "out-of-place", bad,
+                    in.guardsIntact() && out.guardsIntact() ? "" : ", guard bytes overwritten");
+            ++failures;
+          }
+        }
+  return failures;
+}
+
+int memory(ncclComm_t comm, long rssBeforeInit) {
+  long afterInit = rssKiB();
+  std::vector<float> buf(size_t(1) << 18, 1.0f);  // 1 MiB, touched
+  const size_t sizes[] = {1024, 16384, size_t(1) << 18};
+  auto run = [&](int n) {
+    for (int i = 0; i < n; ++i)
+      CHECK_NCCL(ncclAllReduce(buf.data(), buf.data(), sizes[i % 3], ncclFloat32, ncclMax, comm, nullptr));
+  };
+  run(1000);
+  long warm = rssKiB();
+  run(9000);
+  long after = rssKiB();
+  fprintf(stderr, "[rank %d] rss KiB: before init %ld, after init %ld, after 1000 collectives %ld, after 10000 %ld\n",
+          g_rank, rssBeforeInit, afterInit, warm, after);
+  int failures = 0;
+  if (afterInit - rssBeforeInit > 64 * 1024) {
+    fprintf(stderr, "[rank %d] library host memory %ld KiB exceeds 64 MiB\n", g_rank, afterInit - rssBeforeInit);
+    ++failures;
+  }
+  if (after - warm > 1024) {
+    fprintf(stderr, "[rank %d] RSS grew by %ld KiB over 9000 collectives\n", g_rank, after - warm);
+    ++failures;
+  }
+  return failures;
+}
+
+}  // namespace
+
+int main() {
+  const char* rank = getenv("RANK");
+  const char* size = getenv("WORLD_SIZE");
+  if (!rank || !size) {
+    fprintf(stderr, "mp_worker: RANK and WORLD_SIZE must be set\n");
+    return 2;
+  }
+  g_rank = atoi(rank);
+  g_size = atoi(size);
+  std::string mode = getenv("TEMPO_MP_MODE") ? getenv("TEMPO_MP_MODE") : "matrix";
+  long rss0 = rssKiB();
+  ncclUniqueId id;
+  CHECK_NCCL(ncclGetUniqueId(&id));  // with NCCL_COMM_ID, the same id on every rank
+  ncclComm_t comm;
+  CHECK_NCCL(ncclCommInitRank(&comm, g_size, id, g_rank));
+  int failures = mode == "memory" ? memory(comm, rss0) : matrix(comm);
+  CHECK_NCCL(ncclCommFinalize(comm));
+  CHECK_NCCL(ncclCommDestroy(comm));
+  return failures ? 1 : 0;
+}
