@@ -1,8 +1,11 @@
 #include "src/comm/communicator.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <mutex>
 
+#include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
 #include "src/core/host.h"
 #include "src/core/log.h"
@@ -49,6 +52,7 @@ const char* viaName(const transport::Endpoint& ep) {
 Result<std::unique_ptr<Communicator>> Communicator::create(const bootstrap::UniqueId& id, int nranks, int rank,
                                                            const Config& config, int device) {
   logBannerOnce();
+  TEMPO_TRY(tune::checkOverrides());
   std::unique_ptr<Communicator> c(new Communicator());
   c->rank_ = rank;
   c->nranks_ = nranks;
@@ -69,6 +73,20 @@ Result<std::unique_ptr<Communicator>> Communicator::create(const bootstrap::Uniq
   for (auto& ep : c->endpoints_) eps.push_back(ep.get());
   c->engine_ = std::make_unique<engine::Engine>(rank, nranks, c->peerEndpoint_, std::move(eps),
                                                 std::span(c->scratch_.data(), c->scratch_.size()), c.get());
+  // Polling only pays while every rank on this host has a core: with more ranks than
+  // cores a spinning rank takes the core its peer needs, so it yields at once instead.
+  int localRanks = 0;
+  for (const auto& p : c->boot_->peers()) localRanks += p.hostHash == c->boot_->peers()[size_t(rank)].hostHash;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t spinUs = param::SpinUs() >= 0 ? param::SpinUs() : (localRanks > cores ? 0 : 20);
+  c->engine_->setSpinNs(spinUs * 1000);
+  c->tuning_.nranks = nranks;
+  c->tuning_.oversubscribed = localRanks > cores;
+  c->tuning_.scratchBytes = c->scratch_.size();
+  for (auto& ep : c->endpoints_) c->tuning_.slowest = std::max(c->tuning_.slowest, ep->kind());
+  TEMPO_INFO(log::Init, "comm %p rank %d: %d ranks on this host with %ld cores, polling %ld us before yielding",
+             static_cast<void*>(c.get()), rank, localRanks, cores, long(spinUs));
+
   // Every rank has connected before anyone sends.
   TEMPO_TRY(c->boot_->barrier(deadline));
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",
@@ -166,20 +184,34 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
   op->coll = a.coll;
   op->payloadBytes = a.count * dataTypeSize(a.type);
 
-  transport::Kind slowest = transport::Kind::Loopback;
-  for (auto& ep : endpoints_) slowest = std::max(slowest, ep->kind());
-  algo::RingAllReduceArgs r;
-  r.count = a.count;
-  r.typeSize = uint32_t(dataTypeSize(a.type));
-  r.inPlace = a.send == a.recv;
-  r.average = a.op == RedOp::Avg;
-  r.pos = rank_;
-  r.nranks = nranks_;
-  r.nextRank = (rank_ + 1) % nranks_;
-  r.prevRank = (rank_ + nranks_ - 1) % nranks_;
-  r.chunkBytes = tune::ringAllReduce(op->payloadBytes, nranks_, slowest).chunkBytes;
-  r.scratchBytes = scratch_.size();
-  algo::planRingAllReduce(r, op->plan);
+  const uint32_t typeSize = uint32_t(dataTypeSize(a.type));
+  const bool inPlace = a.send == a.recv;
+  tune::AllReduceChoice choice = tune::allReduce(op->payloadBytes, tuning_);
+  if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
+    algo::RdAllReduceArgs r;
+    r.count = a.count;
+    r.typeSize = typeSize;
+    r.inPlace = inPlace;
+    r.average = a.op == RedOp::Avg;
+    r.rank = rank_;
+    r.nranks = nranks_;
+    algo::planRdAllReduce(r, op->plan);
+  } else {
+    algo::RingAllReduceArgs r;
+    r.count = a.count;
+    r.typeSize = typeSize;
+    r.inPlace = inPlace;
+    r.average = a.op == RedOp::Avg;
+    r.pos = rank_;
+    r.nranks = nranks_;
+    r.nextRank = (rank_ + 1) % nranks_;
+    r.prevRank = (rank_ + nranks_ - 1) % nranks_;
+    r.chunkBytes = choice.chunkBytes;
+    r.scratchBytes = scratch_.size();
+    algo::planRingAllReduce(r, op->plan);
+  }
+  TEMPO_TRACE(log::Tuning, "AllReduce %lu bytes: %s, chunk %lu", (unsigned long)op->payloadBytes,
+              tune::algoName(choice.algo), (unsigned long)choice.chunkBytes);
   logCall(a, engine_->nextSeq());
   return op;
 }

@@ -16,6 +16,7 @@
 #include "src/core/dtype.h"
 #include "src/engine/engine.h"
 #include "src/mem/host_buffer.h"
+#include "src/tune/tune.h"
 #include "transports/transport.h"
 
 namespace tempo::comm {
@@ -80,6 +81,7 @@ class Communicator : public engine::Liveness {
   std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;
   std::vector<transport::Endpoint*> peerEndpoint_;
   mem::HostBuffer scratch_;
+  tune::Context tuning_;
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<engine::Op>> ops_;
   std::vector<engine::Op*> freeOps_;

@@ -45,14 +45,20 @@ TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
 TEMPO_PARAM(FiProvider, "FI_PROVIDER", Str, "",
             "libfabric provider for every peer (passed through to libfabric); default: shm on one "
             "host, tcp across hosts")
+TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
+            "libfabric shm: 1 copies through shared buffers, 0 uses cross-memory attach; Tempo "
+            "defaults to 1 (libfabric: 0) because page pinning made CMA slower on the VMs measured")
 
 // ---- engine, algorithms ----
+TEMPO_PARAM(Algo, "TEMPO_ALGO", Str, "auto",
+            "all-reduce algorithm: auto (chosen per size by the tuner), ring, or rd (recursive doubling)")
 TEMPO_PARAM(ChunkSize, "TEMPO_CHUNK_SIZE", Int, "0",
             "bytes per pipelined ring step (0: chosen by the tuner)")
 TEMPO_PARAM(BuffSize, "NCCL_BUFFSIZE", Int, "4194304",
             "staging bytes per communicator for in-place reductions")
-TEMPO_PARAM(SpinUs, "TEMPO_SPIN_US", Int, "20",
-            "microseconds a waiting rank polls before it starts yielding the CPU")
+TEMPO_PARAM(SpinUs, "TEMPO_SPIN_US", Int, "-1",
+            "microseconds a waiting rank polls before it starts yielding the CPU (-1: 20, or 0 when "
+            "a host has more ranks than cores)")
 TEMPO_PARAM(YieldUs, "TEMPO_YIELD_US", Int, "2000",
             "microseconds a waiting rank yields between polls before it starts sleeping")
 

@@ -43,6 +43,7 @@ Engine::Engine(int rank, int nranks, std::vector<transport::Endpoint*> peerEndpo
   maxPosted_ = kMaxPosted;
   for (transport::Endpoint* ep : endpoints_) maxPosted_ = std::min(maxPosted_, ep->maxOutstanding());
   reqs_.resize(size_t(maxPosted_));
+  sendBlocked_.assign(size_t(nranks), 0);
   freeReqs_.reserve(size_t(maxPosted_));
   for (int i = maxPosted_ - 1; i >= 0; --i) freeReqs_.push_back(uint16_t(i));
 }
@@ -81,35 +82,39 @@ std::byte* Engine::resolve(const Op& op, const algo::Loc& loc) const {
   return nullptr;
 }
 
-bool Engine::start(Op& op, uint32_t i) {
+Engine::Start Engine::start(Op& op, uint32_t i) {
   const algo::Step& s = op.plan.steps[i];
   switch (s.kind) {
     case algo::StepKind::Send:
     case algo::StepKind::Recv: {
       // Both sides know every length, so empty messages are skipped on both.
       if (s.bytes == 0) break;
-      if (freeReqs_.empty()) return false;
+      // Sends may hold at most half of the request slots, so receives can always be
+      // posted: a peer's send completes only once we post its receive, and ours only
+      // once it posts ours, so starving receives could deadlock both.
+      bool isSend = s.kind == algo::StepKind::Send;
+      if (freeReqs_.empty() || (isSend && int(freeReqs_.size()) <= maxPosted_ / 2)) return Start::NoSlots;
       uint16_t slot = freeReqs_.back();
       freeReqs_.pop_back();
       transport::Request& req = reqs_[slot];
       req.reset();
       transport::Endpoint* ep = peerEndpoint_[size_t(s.peer)];
       uint64_t tag = tagOf(op.seq, s.msg);
-      Status st = s.kind == algo::StepKind::Send
+      Status st = isSend
                       ? ep->isend(s.peer, tag, resolve(op, s.src), s.bytes, &req)
                       : ep->irecv(s.peer, tag, resolve(op, s.dst), s.bytes, &req);
       if (st == Status::InProgress) {  // the transport is momentarily full: retry later
         freeReqs_.push_back(slot);
-        return false;
+        return Start::Deferred;
       }
       if (!ok(st)) {
         freeReqs_.push_back(slot);
         finish(op, st);
-        return true;
+        return Start::Done;
       }
       op.reqOf[i] = slot;
       op.state[i] = kPosted;
-      return true;
+      return Start::Done;
     }
     case algo::StepKind::Reduce: {
       size_t elems = s.bytes / dataTypeSize(op.type);
@@ -122,7 +127,7 @@ bool Engine::start(Op& op, uint32_t i) {
       break;
   }
   op.state[i] = kDone;
-  return true;
+  return Start::Done;
 }
 
 int Engine::advance(Op& op) {
@@ -131,6 +136,14 @@ int Engine::advance(Op& op) {
   int work = 0;
   while (op.first < n && op.state[op.first] == kDone) ++op.first;
   const uint32_t end = std::min<uint64_t>(n, uint64_t(op.first) + std::max<uint32_t>(1, op.plan.window));
+  // Sends to one peer are posted in plan order: transports that stream a peer's large
+  // messages one after another (libfabric shm's SAR protocol) would otherwise stall on a
+  // later message whose receive the peer cannot post yet. A send that cannot start
+  // blocks the later sends to its peer for this pass.
+  if (++scanGen_ == 0) {  // wrapped: forget every old mark
+    std::fill(sendBlocked_.begin(), sendBlocked_.end(), 0);
+    scanGen_ = 1;
+  }
   for (uint32_t i = op.first; i < end && !op.done; ++i) {
     uint8_t st = op.state[i];
     if (st == kDone) continue;
@@ -158,12 +171,19 @@ int Engine::advance(Op& op) {
       continue;
     }
     const algo::Step& s = steps[i];
+    const bool isSend = s.kind == algo::StepKind::Send;
+    if (isSend && sendBlocked_[size_t(s.peer)] == scanGen_) continue;
     bool ready = true;
     for (uint32_t d : s.deps)
       if (d != algo::kNoDep && op.state[d] != kDone) ready = false;
-    if (!ready) continue;
-    if (!start(op, i)) break;  // out of request slots or transport resources: retry later
-    ++work;
+    if (!ready) {
+      if (isSend) sendBlocked_[size_t(s.peer)] = scanGen_;
+      continue;
+    }
+    // A step that cannot start now is retried next pass; later steps (receives above all)
+    // may still start, so one full queue never blocks the others.
+    if (start(op, i) == Start::Done) ++work;
+    else if (isSend) sendBlocked_[size_t(s.peer)] = scanGen_;
   }
   while (op.first < n && op.state[op.first] == kDone) ++op.first;
   if (!op.done && op.first == n) finish(op, Status::Success);
@@ -217,7 +237,8 @@ void Engine::abort(Status why) {
 }
 
 Status waitAll(std::span<Engine* const> engines) {
-  const int64_t spinNs = param::SpinUs() * 1000;
+  int64_t spinNs = INT64_MAX;
+  for (Engine* e : engines) spinNs = std::min(spinNs, e->spinNs());
   const int64_t yieldNs = param::YieldUs() * 1000;
   int64_t idleSince = 0, lastCheck = 0, sleepNs = 10000;
   for (;;) {

@@ -115,11 +115,16 @@ class Engine {
   transport::Endpoint* endpointFor(int peer) const { return peerEndpoint_[size_t(peer)]; }
   std::span<transport::Endpoint* const> endpoints() const { return endpoints_; }
   Liveness* liveness() const { return liveness_; }
+  // How long waitAll polls before yielding the CPU while this engine waits.
+  void setSpinNs(int64_t ns) { spinNs_ = ns; }
+  int64_t spinNs() const { return spinNs_; }
 
  private:
   int advance(Op& op);
-  // Starts step i of op; returns false when it cannot start yet for lack of requests.
-  bool start(Op& op, uint32_t i);
+  enum class Start { Done, Deferred, NoSlots };
+  // Starts step i of op. Deferred: the transport is momentarily full (try the later
+  // steps, then this one again next pass); NoSlots: no request slot for it now.
+  Start start(Op& op, uint32_t i);
   void finish(Op& op, Status s);
   std::byte* resolve(const Op& op, const algo::Loc& loc) const;
 
@@ -131,16 +136,20 @@ class Engine {
   uint64_t nextSeq_ = 0;
   Status failed_ = Status::Success;
   Liveness* liveness_ = nullptr;
+  int64_t spinNs_ = 20000;
 
   // Request pool: one slot per posted transfer.
   std::vector<transport::Request> reqs_;
   std::vector<uint16_t> freeReqs_;
   int maxPosted_ = 0;
+  // Per peer: the scan generation in which a send to it could not start.
+  std::vector<uint32_t> sendBlocked_;
+  uint32_t scanGen_ = 0;
   RecordRing records_;
 };
 
 // Drives `engines` until each is idle (or failed), backing off when there is no work:
-// spin for TEMPO_SPIN_US, then yield until TEMPO_YIELD_US, then sleep in growing steps
+// spin for the engines' spin time, then yield until TEMPO_YIELD_US, then sleep in growing steps
 // (waiting on the transport where there is a single endpoint to wait on). Each engine's
 // Liveness is consulted about once a second of idleness and may fail the wait.
 Status waitAll(std::span<Engine* const> engines);

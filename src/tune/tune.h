@@ -1,18 +1,34 @@
-// Algorithm parameters chosen per collective. Pure functions of the call and the
-// transports in use; TEMPO_CHUNK_SIZE overrides the choice.
+// Algorithm parameters chosen per collective: pure functions of the call and of what the
+// communicator knows about its transports and host. TEMPO_ALGO and TEMPO_CHUNK_SIZE
+// override the choices.
 #pragma once
 
 #include <cstdint>
 
+#include "src/core/status.h"
 #include "transports/transport.h"
 
 namespace tempo::tune {
 
-struct RingChoice {
-  uint64_t chunkBytes;  // bytes per segment column
+enum class AllReduceAlgo { Ring, RecursiveDoubling };
+const char* algoName(AllReduceAlgo a);
+
+struct Context {
+  int nranks = 1;
+  transport::Kind slowest = transport::Kind::Loopback;  // slowest transport to any peer
+  bool oversubscribed = false;  // more ranks on this host than cores
+  uint64_t scratchBytes = 0;    // the communicator's scratch memory
 };
 
-// `bytes` is the payload of one rank, `slowest` the slowest transport on the ring.
-RingChoice ringAllReduce(uint64_t bytes, int nranks, transport::Kind slowest);
+struct AllReduceChoice {
+  AllReduceAlgo algo = AllReduceAlgo::Ring;
+  uint64_t chunkBytes = 0;  // ring: bytes per segment column
+};
+
+// `bytes` is one rank's payload.
+AllReduceChoice allReduce(uint64_t bytes, const Context& ctx);
+
+// Validates TEMPO_ALGO (called at init so a typo fails early and clearly).
+Status checkOverrides();
 
 }  // namespace tempo::tune

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,20 +80,31 @@ void expectAllSucceed(const std::vector<int>& codes) {
 struct Case {
   const char* provider;
   int nranks;
+  const char* extraEnv;  // e.g. the shm protocol under test
+  const char* label;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.provider << " " << c.nranks << " ranks " << c.extraEnv; }
 
 class MultiProcess : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MultiProcess, EveryTypeOpCountIsBitExact) {
   const Case& c = GetParam();
-  expectAllSucceed(runWorkers(c.nranks, {std::string("FI_PROVIDER=") + c.provider, "TEMPO_MP_MODE=matrix"}, 240));
+  std::vector<std::string> env = {std::string("FI_PROVIDER=") + c.provider, "TEMPO_MP_MODE=matrix"};
+  if (*c.extraEnv) env.push_back(c.extraEnv);
+  expectAllSucceed(runWorkers(c.nranks, env, 240));
 }
 
 INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcess,
-                         ::testing::Values(Case{"shm", 2}, Case{"shm", 3}, Case{"shm", 4}, Case{"shm", 8},
-                                           Case{"tcp", 2}, Case{"tcp", 3}),
+                         // shm copies through shared buffers by default (SAR); CMA is its other
+                         // protocol, used when FI_SHM_DISABLE_CMA=0.
+                         ::testing::Values(Case{"shm", 2, "", ""}, Case{"shm", 3, "", ""}, Case{"shm", 4, "", ""},
+                                           Case{"shm", 8, "", ""}, Case{"shm", 3, "FI_SHM_DISABLE_CMA=0", "cma_"},
+                                           Case{"shm", 4, "FI_SHM_DISABLE_CMA=0", "cma_"}, Case{"tcp", 2, "", ""},
+                                           Case{"tcp", 3, "", ""}),
                          [](const auto& p) {
-                           return std::string(p.param.provider) + "_" + std::to_string(p.param.nranks) + "ranks";
+                           return std::string(p.param.provider) + "_" + p.param.label +
+                                  std::to_string(p.param.nranks) + "ranks";
                          });
 
 // Default selection between processes of one host is libfabric shm.

@@ -5,16 +5,21 @@
 // dependencies and the window allow, with transfers completing at random times, and
 // checks what the engine relies on: a buffer range is never read or written while a
 // posted receive may still write it, never written while a posted send may still read
-// it, message sizes match on both sides, nothing deadlocks, every rank ends with every
+// it, message sizes match on both sides, nothing deadlocks even on a transport that
+// delivers each pair's messages strictly one after another (head-of-line blocking, as
+// libfabric shm's SAR protocol does) with sends posted in plan order per peer (as the
+// engine posts them), every rank ends with every
 // element reduced over all ranks exactly once each (n-1 reductions), out-of-place
 // inputs stay untouched, and every access stays inside its buffer.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <map>
 #include <random>
 #include <tuple>
 #include <vector>
 
+#include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
 
 namespace tempo::algo {
@@ -41,27 +46,34 @@ struct RankState {
 
 class Simulator {
  public:
-  Simulator(int n, uint64_t count, uint32_t ts, bool inPlace, uint64_t chunk, uint64_t scratch, bool avg)
+  enum class Algo { Ring, RecursiveDoubling };
+  Simulator(Algo algo, int n, uint64_t count, uint32_t ts, bool inPlace, uint64_t chunk, uint64_t scratch)
       : n_(n), ts_(ts), inPlace_(inPlace), ranks_(size_t(n)) {
     for (int r = 0; r < n; ++r) {
+      RankState& s = ranks_[size_t(r)];
+      if (algo == Algo::RecursiveDoubling) {
+        RdAllReduceArgs a;
+        a.count = count;
+        a.typeSize = ts;
+        a.inPlace = inPlace;
+        a.rank = r;
+        a.nranks = n;
+        planRdAllReduce(a, s.plan);
+        initBuffers(s, r, count, rdScratchBytes(count, ts));
+        continue;
+      }
       RingAllReduceArgs a;
       a.count = count;
       a.typeSize = ts;
       a.inPlace = inPlace;
-      a.average = avg;
       a.pos = r;
       a.nranks = n;
       a.nextRank = (r + 1) % n;
       a.prevRank = (r + n - 1) % n;
       a.chunkBytes = chunk;
       a.scratchBytes = scratch;
-      RankState& s = ranks_[size_t(r)];
       planRingAllReduce(a, s.plan);
-      s.input.assign(count, Cell{uint64_t(1) << r, 0});
-      s.output.assign(count, Cell{});
-      EXPECT_LE(s.plan.scratchBytes, scratch) << "plan needs more scratch than it was given";
-      s.scratch.assign(s.plan.scratchBytes / ts, Cell{});
-      s.state.assign(s.plan.steps.size(), 0);
+      initBuffers(s, r, count, scratch);
     }
   }
 
@@ -74,13 +86,24 @@ class Simulator {
         RankState& s = ranks_[size_t(r)];
         while (s.first < s.plan.steps.size() && s.state[s.first] == 2) ++s.first;
         uint64_t end = std::min<uint64_t>(s.plan.steps.size(), uint64_t(s.first) + s.plan.window);
-        for (uint32_t i = s.first; i < end; ++i)
-          if (s.state[i] == 0 && depsDone(s, i)) startable.push_back({r, i});
+        blocked_.assign(size_t(n_), false);
+        for (uint32_t i = s.first; i < end; ++i) {
+          const Step& st = s.plan.steps[i];
+          bool isSend = st.kind == StepKind::Send;
+          if (s.state[i] != 0 || (isSend && blocked_[size_t(st.peer)])) continue;
+          if (depsDone(s, i)) startable.push_back({r, i});
+          // Later sends to this peer wait until this one has started.
+          if (isSend) blocked_[size_t(st.peer)] = true;
+        }
       }
       std::vector<std::tuple<int, uint32_t, int, uint32_t>> deliverable;  // sender, step, receiver, step
-      for (auto& [key, recv] : postedRecvs_) {
-        auto it = postedSends_.find(key);
-        if (it != postedSends_.end()) deliverable.push_back({std::get<0>(key), it->second, std::get<1>(key), recv});
+      // Only the oldest undelivered send of each pair may move.
+      for (auto& [pair, queue] : sendQueue_) {
+        if (queue.empty()) continue;
+        uint32_t si = queue.front();
+        const Step& st = ranks_[size_t(pair.first)].plan.steps[si];
+        auto it = postedRecvs_.find(Key{pair.first, pair.second, st.msg});
+        if (it != postedRecvs_.end()) deliverable.push_back({pair.first, si, pair.second, it->second});
       }
       if (startable.empty() && deliverable.empty()) break;
       size_t pick = rng() % (startable.size() + deliverable.size());
@@ -109,15 +132,23 @@ class Simulator {
         ASSERT_EQ(out[i].mask, all) << "rank " << r << " element " << i << " misses contributions";
         ASSERT_EQ(out[i].reductions, uint32_t(n_ - 1)) << "rank " << r << " element " << i;
       }
-      if (!inPlace_)
-        for (size_t i = 0; i < s.input.size(); ++i)
-          ASSERT_EQ(s.input[i], (Cell{uint64_t(1) << r, 0})) << "out-of-place input modified";
+      if (inPlace_) continue;
+      for (size_t i = 0; i < s.input.size(); ++i)
+        ASSERT_EQ(s.input[i], (Cell{uint64_t(1) << r, 0})) << "out-of-place input modified";
     }
   }
 
   uint64_t messages() const { return messages_; }
 
  private:
+  void initBuffers(RankState& s, int r, uint64_t count, uint64_t scratchAvailable) {
+    s.input.assign(count, Cell{uint64_t(1) << r, 0});
+    s.output.assign(count, Cell{});
+    EXPECT_LE(s.plan.scratchBytes, scratchAvailable) << "plan needs more scratch than it was given";
+    s.scratch.assign(s.plan.scratchBytes / ts_, Cell{});
+    s.state.assign(s.plan.steps.size(), 0);
+  }
+
   using Key = std::tuple<int, int, uint32_t>;  // sender, receiver, msg
 
   bool depsDone(const RankState& s, uint32_t i) const {
@@ -179,6 +210,7 @@ class Simulator {
           return false;
         }
         table[key] = i;
+        if (!isRecv) sendQueue_[{rank, st.peer}].push_back(i);
         s.state[i] = 1;
         return true;
       }
@@ -220,6 +252,7 @@ class Simulator {
     auto &A = buffer(S, a.buf), &D = buffer(R, d.buf);
     for (uint64_t k = 0; k < a.end - a.begin; ++k) D[d.begin + k] = A[a.begin + k];
     postedSends_.erase({src, dst, ss.msg});
+    sendQueue_[{src, dst}].pop_front();
     postedRecvs_.erase({src, dst, rs.msg});
     inflight_.erase({src, si});
     inflight_.erase({dst, ri});
@@ -238,13 +271,15 @@ class Simulator {
   std::vector<RankState> ranks_;
   std::map<Key, uint32_t> postedSends_, postedRecvs_;
   std::map<std::pair<int, uint32_t>, Flight> inflight_;
+  std::map<std::pair<int, int>, std::deque<uint32_t>> sendQueue_;  // posted sends per (src, dst)
+  std::vector<bool> blocked_;
   uint64_t messages_ = 0;
 };
 
 void simulate(int n, uint64_t count, uint32_t ts, bool inPlace, uint64_t chunk, uint64_t scratch, uint64_t seed) {
   SCOPED_TRACE(testing::Message() << "n=" << n << " count=" << count << " ts=" << ts << " inPlace=" << inPlace
                                   << " chunk=" << chunk << " scratch=" << scratch << " seed=" << seed);
-  Simulator sim(n, count, ts, inPlace, chunk, scratch, false);
+  Simulator sim(Simulator::Algo::Ring, n, count, ts, inPlace, chunk, scratch);
   ASSERT_TRUE(sim.run(seed));
   sim.checkResult();
 }
@@ -268,6 +303,37 @@ TEST(RingAllReducePlan, LargeRings) {
   // One column per segment keeps the 64-rank simulation quick.
   for (int n : {16, 31, 33, 64})
     for (bool inPlace : {false, true}) simulate(n, 3000, 4, inPlace, 1 << 20, 1 << 20, uint64_t(n));
+}
+
+TEST(RdAllReducePlan, EveryRankGetsEveryElementReducedOnceFromEachRank) {
+  // Powers of two and not, so the fold/unfold of extra ranks is covered.
+  for (int n = 1; n <= 20; ++n)
+    for (bool inPlace : {false, true})
+      for (uint64_t seed = 0; seed < 3; ++seed) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " inPlace=" << inPlace << " seed=" << seed);
+        Simulator sim(Simulator::Algo::RecursiveDoubling, n, 37, 4, inPlace, 0, 1 << 20);
+        ASSERT_TRUE(sim.run(seed));
+        sim.checkResult();
+      }
+}
+
+TEST(RdAllReducePlan, AverageDividesOnceOnEveryRankThatReduces) {
+  for (int n : {2, 3, 4, 6, 8, 13}) {
+    for (int r = 0; r < n; ++r) {
+      Plan p;
+      RdAllReduceArgs a;
+      a.count = 10;
+      a.nranks = n;
+      a.rank = r;
+      a.average = true;
+      planRdAllReduce(a, p);
+      int dividing = 0;
+      for (const Step& s : p.steps) dividing += s.kind == StepKind::Reduce && s.postDivisor == uint32_t(n);
+      int pow2 = 1;
+      while (pow2 * 2 <= n) pow2 *= 2;
+      EXPECT_EQ(dividing, r < pow2 ? 1 : 0) << "n=" << n << " rank " << r;
+    }
+  }
 }
 
 TEST(RingAllReducePlan, ZeroCountIsAnEmptyPlan) {

@@ -8,10 +8,13 @@
 #include <rdma/fi_tagged.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "src/core/log.h"
+#include "src/core/param.h"
 
 namespace tempo::transport::ofi {
 namespace {
@@ -40,7 +43,17 @@ Status ofiFail(const char* what, int rc) {
 // "tcp" means the RDM stack over it; any other name is passed through as given.
 std::string canonicalProvider(const std::string& p) { return p == "tcp" ? "tcp;ofi_rxm" : p; }
 
+// libfabric reads its own variables from the environment when a provider initialises;
+// Tempo's defaults for them are put there first, never overriding what the user set.
+void applyProviderDefaults() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!param::isSet(param::Id::FiShmDisableCma)) setenv("FI_SHM_DISABLE_CMA", param::FiShmDisableCma(), 0);
+  });
+}
+
 InfoPtr query(const std::string& provider, int* rcOut) {
+  applyProviderDefaults();
   InfoPtr hints(fi_allocinfo());
   if (!hints) return nullptr;
   hints->caps = FI_TAGGED;

@@ -1,0 +1,29 @@
+// Recursive-doubling all-reduce planner, for small messages: log2(p) full-vector
+// exchanges with partners rank ^ 2^k among the largest power of two p <= n ranks; the
+// n - p extra ranks first fold their input into a partner and get the result back at
+// the end. Latency-bound sizes pay log2(p)+2 message latencies instead of the ring's
+// 2(n-1). Every pair reduces (own op partner's); the reducers are commutative
+// bit-for-bit, so all ranks end with identical bits.
+#pragma once
+
+#include <cstdint>
+
+#include "src/algo/plan.h"
+
+namespace tempo::algo {
+
+struct RdAllReduceArgs {
+  uint64_t count = 0;
+  uint32_t typeSize = 4;
+  bool inPlace = false;
+  bool average = false;
+  int rank = 0;
+  int nranks = 1;
+};
+
+// Scratch the plan needs: one full vector.
+inline uint64_t rdScratchBytes(uint64_t count, uint32_t typeSize) { return count * typeSize; }
+
+void planRdAllReduce(const RdAllReduceArgs& a, Plan& out);
+
+}  // namespace tempo::algo
