@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "src/algo/direct_allreduce.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
 #include "src/core/host.h"
@@ -187,7 +188,16 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
   const uint32_t typeSize = uint32_t(dataTypeSize(a.type));
   const bool inPlace = a.send == a.recv;
   tune::AllReduceChoice choice = tune::allReduce(op->payloadBytes, tuning_);
-  if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
+  if (choice.algo == tune::AllReduceAlgo::Direct) {
+    algo::DirectAllReduceArgs r;
+    r.count = a.count;
+    r.typeSize = typeSize;
+    r.inPlace = inPlace;
+    r.average = a.op == RedOp::Avg;
+    r.rank = rank_;
+    r.nranks = nranks_;
+    algo::planDirectAllReduce(r, op->plan);
+  } else if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
     algo::RdAllReduceArgs r;
     r.count = a.count;
     r.typeSize = typeSize;

@@ -142,7 +142,7 @@ void message(Level l, uint64_t subsys, const char* file, int line, const char* f
   }
   const char* tag = l == Level::Warn ? "WARN" : l == Level::Trace ? "TRACE" : "INFO";
   long tid = syscall(SYS_gettid);
-  if (l == Level::Warn) {
+  if (l == Level::Warn && file) {
     const char* base = strrchr(file, '/');
     n += snprintf(buf + n, sizeof buf - n, "%s:%d:%ld [%d] %s:%d NCCL %s ", hostName(), int(getpid()),
                   tid, t_device, base ? base + 1 : file, line, tag);

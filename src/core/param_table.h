@@ -51,7 +51,8 @@ TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
 
 // ---- engine, algorithms ----
 TEMPO_PARAM(Algo, "TEMPO_ALGO", Str, "auto",
-            "all-reduce algorithm: auto (chosen per size by the tuner), ring, or rd (recursive doubling)")
+            "all-reduce algorithm: auto (chosen per size by the tuner), ring, rd (recursive "
+            "doubling) or direct (one-shot: every rank sends to every rank)")
 TEMPO_PARAM(ChunkSize, "TEMPO_CHUNK_SIZE", Int, "0",
             "bytes per pipelined ring step (0: chosen by the tuner)")
 TEMPO_PARAM(BuffSize, "NCCL_BUFFSIZE", Int, "4194304",

@@ -30,7 +30,8 @@ Status fail(Status s, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(t_lastError, sizeof t_lastError, fmt, ap);
   va_end(ap);
-  TEMPO_WARN("%s", t_lastError);
+  // Logged without a source location: the message itself names the exact cause.
+  if (log::enabled(log::Level::Warn, log::All)) log::message(log::Level::Warn, log::All, nullptr, 0, "%s", t_lastError);
   return s;
 }
 

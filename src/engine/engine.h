@@ -19,7 +19,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <span>
 #include <vector>
 
@@ -132,7 +131,26 @@ class Engine {
   std::vector<transport::Endpoint*> peerEndpoint_;
   std::vector<transport::Endpoint*> endpoints_;
   std::span<std::byte> scratch_;
-  std::deque<Op*> queue_;
+  // FIFO of submitted ops, without per-push allocation: a vector whose capacity is
+  // kept, emptied whenever the last op leaves.
+  class OpQueue {
+   public:
+    bool empty() const { return head_ == ops_.size(); }
+    size_t size() const { return ops_.size() - head_; }
+    Op* front() const { return ops_[head_]; }
+    void push_back(Op* op) { ops_.push_back(op); }
+    void pop_front() {
+      if (++head_ == ops_.size()) {
+        ops_.clear();
+        head_ = 0;
+      }
+    }
+
+   private:
+    std::vector<Op*> ops_;
+    size_t head_ = 0;
+  };
+  OpQueue queue_;
   uint64_t nextSeq_ = 0;
   Status failed_ = Status::Success;
   Liveness* liveness_ = nullptr;

@@ -16,26 +16,48 @@ namespace {
 uint64_t rdLimit(const Context& c) {
   if (c.nranks <= 1) return 0;
   uint64_t limit = c.oversubscribed ? (uint64_t(256) << 10) : (uint64_t(32) << 10);
-  return std::min(limit, c.scratchBytes);  // recursive doubling stages a full vector
+  return limit;
+}
+
+// One round of n-1 messages: pays off while ranks outnumber cores (every extra round
+// costs context switches) and the ranks are few.
+uint64_t directLimit(const Context& c) {
+  if (c.nranks <= 2 || c.nranks > 8 || !c.oversubscribed) return 0;
+  return uint64_t(256) << 10;
 }
 
 }  // namespace
 
-const char* algoName(AllReduceAlgo a) { return a == AllReduceAlgo::Ring ? "ring" : "rd"; }
+const char* algoName(AllReduceAlgo a) {
+  switch (a) {
+    case AllReduceAlgo::Ring: return "ring";
+    case AllReduceAlgo::RecursiveDoubling: return "rd";
+    case AllReduceAlgo::Direct: return "direct";
+  }
+  return "?";
+}
 
 Status checkOverrides() {
   const char* a = param::Algo();
-  if (strcmp(a, "auto") && strcmp(a, "ring") && strcmp(a, "rd"))
-    return fail(Status::InvalidArgument, "TEMPO_ALGO=%s: expected auto, ring or rd", a);
+  if (strcmp(a, "auto") && strcmp(a, "ring") && strcmp(a, "rd") && strcmp(a, "direct"))
+    return fail(Status::InvalidArgument, "TEMPO_ALGO=%s: expected auto, ring, rd or direct", a);
   return Status::Success;
 }
 
 AllReduceChoice allReduce(uint64_t bytes, const Context& ctx) {
   AllReduceChoice c;
   const char* forced = param::Algo();
+  // The latency-optimised algorithms stage whole vectors in scratch; the ring always fits.
   bool rdFits = bytes <= ctx.scratchBytes;
-  if (!strcmp(forced, "rd") && rdFits) c.algo = AllReduceAlgo::RecursiveDoubling;
-  else if (!strcmp(forced, "auto") && bytes <= rdLimit(ctx)) c.algo = AllReduceAlgo::RecursiveDoubling;
+  bool directFits = bytes * uint64_t(ctx.nranks) <= ctx.scratchBytes;
+  if (!strcmp(forced, "auto")) {
+    if (directFits && bytes <= directLimit(ctx)) c.algo = AllReduceAlgo::Direct;
+    else if (rdFits && bytes <= rdLimit(ctx)) c.algo = AllReduceAlgo::RecursiveDoubling;
+  } else if (!strcmp(forced, "rd") && rdFits) {
+    c.algo = AllReduceAlgo::RecursiveDoubling;
+  } else if (!strcmp(forced, "direct") && directFits) {
+    c.algo = AllReduceAlgo::Direct;
+  }
 
   if (param::ChunkSize() > 0) {
     c.chunkBytes = uint64_t(param::ChunkSize());

@@ -10,7 +10,7 @@
 
 namespace tempo::tune {
 
-enum class AllReduceAlgo { Ring, RecursiveDoubling };
+enum class AllReduceAlgo { Ring, RecursiveDoubling, Direct };
 const char* algoName(AllReduceAlgo a);
 
 struct Context {

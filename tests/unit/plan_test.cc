@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "src/algo/direct_allreduce.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
 
@@ -46,11 +47,22 @@ struct RankState {
 
 class Simulator {
  public:
-  enum class Algo { Ring, RecursiveDoubling };
+  enum class Algo { Ring, RecursiveDoubling, Direct };
   Simulator(Algo algo, int n, uint64_t count, uint32_t ts, bool inPlace, uint64_t chunk, uint64_t scratch)
       : n_(n), ts_(ts), inPlace_(inPlace), ranks_(size_t(n)) {
     for (int r = 0; r < n; ++r) {
       RankState& s = ranks_[size_t(r)];
+      if (algo == Algo::Direct) {
+        DirectAllReduceArgs a;
+        a.count = count;
+        a.typeSize = ts;
+        a.inPlace = inPlace;
+        a.rank = r;
+        a.nranks = n;
+        planDirectAllReduce(a, s.plan);
+        initBuffers(s, r, count, directScratchBytes(count, ts, n, inPlace));
+        continue;
+      }
       if (algo == Algo::RecursiveDoubling) {
         RdAllReduceArgs a;
         a.count = count;
@@ -315,6 +327,46 @@ TEST(RdAllReducePlan, EveryRankGetsEveryElementReducedOnceFromEachRank) {
         ASSERT_TRUE(sim.run(seed));
         sim.checkResult();
       }
+}
+
+TEST(DirectAllReducePlan, EveryRankGetsEveryElementReducedOnceFromEachRank) {
+  for (int n = 1; n <= 12; ++n)
+    for (bool inPlace : {false, true})
+      for (uint64_t seed = 0; seed < 3; ++seed) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " inPlace=" << inPlace << " seed=" << seed);
+        Simulator sim(Simulator::Algo::Direct, n, 29, 2, inPlace, 0, 0);
+        ASSERT_TRUE(sim.run(seed));
+        sim.checkResult();
+      }
+}
+
+TEST(DirectAllReducePlan, EveryRankReducesInRankOrder) {
+  // Identical bits on every rank need the same operand order everywhere: x0, x1, x2, ...
+  for (int n : {2, 3, 5}) {
+    for (int me = 0; me < n; ++me) {
+      Plan p;
+      DirectAllReduceArgs a;
+      a.count = 4;
+      a.nranks = n;
+      a.rank = me;
+      planDirectAllReduce(a, p);
+      int k = 1;
+      for (const Step& s : p.steps) {
+        if (s.kind != StepKind::Reduce) continue;
+        auto rankOf = [&](const Loc& l) {
+          if (l.buf == BufId::Input) return me;
+          int slot = int(l.offset / 16);
+          return slot < me ? slot : slot + 1;
+        };
+        if (k == 1) {
+          EXPECT_EQ(rankOf(s.src), 0);
+        }
+        EXPECT_EQ(rankOf(s.src2), k) << "n=" << n << " rank " << me;
+        ++k;
+      }
+      EXPECT_EQ(k, n);
+    }
+  }
 }
 
 TEST(RdAllReducePlan, AverageDividesOnceOnEveryRankThatReduces) {

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# compare_mpi.sh -- Tempo's all_reduce_perf against Open MPI's MPI_Allreduce, side by side.
+#
+#   bench/compare_mpi.sh [--np "2 4"] [-b 64K] [-e 64M] [-f 2] [--rounds R]
+#                        [--iters N] [--warmup W] [--check] [build dir]
+#
+# For each process count, runs in every round (default 3) the three contenders, in an order
+# that rotates from round to round so none always runs first on a noisy machine:
+#   tempo      build/bench/all_reduce_perf, launched with build/tools/tempo-run (env-based
+#              bootstrap: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; no MPI in Tempo's path)
+#   ompi-def   build/bench/mpi_allreduce_perf under mpirun, Open MPI's default configuration
+#   ompi-ring  the same with the ring algorithm forced:
+#              --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
+# All three run float/sum with the same sizes, iterations and warm-up, and print the
+# nccl-tests table; the out-of-place busbw (GB/s) of each size is taken from it. The table
+# per process count shows the median over rounds and ratio = tempo / max(ompi-def, ompi-ring),
+# and ends with the minimum ratio. Validation is off (-c 0) unless --check is given; it
+# runs outside the timed loop either way.
+#
+# mpirun options: --mca btl self,vader (shared memory), --oversubscribe (more ranks than
+# cores), --bind-to none (tempo-run does not bind either), --allow-run-as-root when root;
+# add more with MPIRUN_EXTRA="...". The build dir defaults to ./build.
+set -euo pipefail
+
+nps="2 4"
+minb=64K
+maxb=64M
+factor=2
+rounds=3
+iters=20
+warmup=1
+check=0
+build=build
+
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --np) nps="$2"; shift 2 ;;
+    -b) minb="$2"; shift 2 ;;
+    -e) maxb="$2"; shift 2 ;;
+    -f) factor="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --iters|-n) iters="$2"; shift 2 ;;
+    --warmup|-w) warmup="$2"; shift 2 ;;
+    --check) check=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "compare_mpi.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) build="$1"; shift ;;
+  esac
+done
+
+tempo_perf="$build/bench/all_reduce_perf"
+mpi_perf="$build/bench/mpi_allreduce_perf"
+tempo_run="$build/tools/tempo-run"
+for f in "$tempo_perf" "$mpi_perf" "$tempo_run"; do
+  if [ ! -x "$f" ]; then
+    echo "compare_mpi.sh: $f not found; build it first (cmake --build $build)" >&2
+    exit 2
+  fi
+done
+command -v mpirun > /dev/null || { echo "compare_mpi.sh: mpirun not found" >&2; exit 2; }
+
+mpirun_base=(mpirun --oversubscribe --bind-to none --mca btl "self,vader")
+[ "$(id -u)" = 0 ] && mpirun_base+=(--allow-run-as-root)
+# shellcheck disable=SC2206
+[ -n "${MPIRUN_EXTRA:-}" ] && mpirun_base+=(${MPIRUN_EXTRA})
+ring_mca=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4)
+perf_args=(-b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c "$check" -d float -o sum)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/compare_mpi.XXXXXX")
+cleanup() { if [ -n "${COMPARE_KEEP:-}" ]; then echo "# raw outputs kept in $work" >&2; else rm -rf "$work"; fi; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+tools=(tempo ompi-def ompi-ring)
+
+# run_tool <tool> <np> <output file>: one run; stops the script with its output on failure.
+run_tool() {
+  local tool=$1 np=$2 out=$3 rc=0
+  case "$tool" in
+    tempo) "$tempo_run" -n "$np" --timeout 900 -- "$tempo_perf" "${perf_args[@]}" > "$out" 2>&1 || rc=$? ;;
+    ompi-def) "${mpirun_base[@]}" --timeout 900 -np "$np" "$mpi_perf" "${perf_args[@]}" > "$out" 2>&1 || rc=$? ;;
+    ompi-ring) "${mpirun_base[@]}" "${ring_mca[@]}" --timeout 900 -np "$np" "$mpi_perf" "${perf_args[@]}" \
+                 > "$out" 2>&1 || rc=$? ;;
+  esac
+  if [ "$rc" != 0 ]; then
+    echo "compare_mpi.sh: $tool with $np processes failed (exit $rc):" >&2
+    cat "$out" >&2
+    exit 1
+  fi
+}
+
+# "size busbw" of every out-of-place measurement of a nccl-tests table.
+extract() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $8 }' "$1"; }
+
+echo "# compare_mpi.sh: all_reduce_perf (Tempo, tempo-run) vs mpi_allreduce_perf (Open MPI)"
+echo "# sizes $minb..$maxb factor $factor, iters $iters, warmup $warmup, check $check, rounds $rounds, float sum"
+echo "# $(mpirun --version 2>&1 | head -1)"
+
+overall_min=""
+for np in $nps; do
+  for ((r = 0; r < rounds; r++)); do
+    for ((k = 0; k < 3; k++)); do
+      tool=${tools[$(((r + k) % 3))]}
+      run_tool "$tool" "$np" "$work/raw.$np.$tool.$r"
+      extract "$work/raw.$np.$tool.$r" > "$work/bw.$np.$tool.$r"
+    done
+  done
+  # Median per (tool, size) over rounds, then one row per size.
+  for tool in "${tools[@]}"; do
+    cat "$work"/bw."$np"."$tool".* | sort -k1,1n -k2,2g | awk '
+      { v[$1] = v[$1] " " $2; n[$1]++ }
+      END { for (s in v) { c = split(substr(v[s], 2), a, " ");
+              m = (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2; print s, m } }' \
+      | sort -k1,1n > "$work/med.$np.$tool"
+  done
+  echo
+  echo "# np=$np: out-of-place busbw (GB/s), median of $rounds rounds; ratio = tempo / max(ompi-def, ompi-ring)"
+  awk -v np="$np" '
+    FILENAME ~ /tempo$/ { t[$1] = $2; order[++n] = $1; next }
+    FILENAME ~ /ompi-def$/ { d[$1] = $2; next }
+    { g[$1] = $2 }
+    END {
+      printf "# %10s  %9s  %9s  %9s  %7s\n", "size(B)", "tempo", "ompi-def", "ompi-ring", "ratio"
+      for (i = 1; i <= n; i++) {
+        s = order[i]; best = (d[s] > g[s]) ? d[s] : g[s]; ratio = best > 0 ? t[s] / best : 0
+        printf "  %10d  %9.2f  %9.2f  %9.2f  %7.2f\n", s, t[s], d[s], g[s], ratio
+        if (i == 1 || ratio < min) { min = ratio; at = s }
+      }
+      printf "# np=%s min ratio: %.2f (size %d)\n", np, min, at
+    }' "$work/med.$np.tempo" "$work/med.$np.ompi-def" "$work/med.$np.ompi-ring" | tee "$work/table.$np"
+  m=$(awk '/min ratio/ { print $5 }' "$work/table.$np")
+  if [ -z "$overall_min" ] || awk -v a="$m" -v b="$overall_min" 'BEGIN { exit !(a < b) }'; then overall_min=$m; fi
+done
+echo
+echo "# min ratio over all process counts: $overall_min"

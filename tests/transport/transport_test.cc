@@ -1,0 +1,191 @@
+// The transport contract (transports/transport.h), checked on every transport built:
+// two endpoints of one communicator in this process, driven from one thread.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "src/core/clock.h"
+#include "transports/loopback/loopback.h"
+#include "transports/transport.h"
+#ifdef TEMPO_HAVE_OFI
+#include "transports/ofi/ofi.h"
+#endif
+
+namespace tempo::transport {
+namespace {
+
+using Factory = std::function<Result<std::unique_ptr<Endpoint>>(int rank)>;
+
+struct Named {
+  std::string name;
+  Factory make;
+};
+
+class Transport : public ::testing::TestWithParam<Named> {
+ protected:
+  void SetUp() override {
+    for (int r = 0; r < 2; ++r) {
+      auto ep = GetParam().make(r);
+      ASSERT_TRUE(ep.ok()) << GetParam().name << ": " << lastErrorMessage();
+      ep_[r] = std::move(ep.value());
+    }
+    for (int r = 0; r < 2; ++r)
+      for (int p = 0; p < 2; ++p)
+        if (p != r) {
+          ASSERT_EQ(ep_[r]->connect(p, ep_[p]->address()), Status::Success) << lastErrorMessage();
+        }
+  }
+
+  // Progresses both endpoints until every request in `reqs` is done (bounded).
+  bool drive(std::vector<Request*> reqs, int64_t seconds = 20) {
+    Deadline d = Deadline::afterSeconds(seconds);
+    while (!d.expired()) {
+      ep_[0]->progress();
+      ep_[1]->progress();
+      bool all = true;
+      for (Request* r : reqs) all = all && r->done;
+      if (all) return true;
+    }
+    return false;
+  }
+  // Posts, retrying while the transport reports it is momentarily full.
+  void send(int from, uint64_t tag, const void* buf, size_t len, Request* req) {
+    Status s;
+    while ((s = ep_[from]->isend(1 - from, tag, buf, len, req)) == Status::InProgress) {
+      ep_[0]->progress();
+      ep_[1]->progress();
+    }
+    ASSERT_EQ(s, Status::Success) << lastErrorMessage();
+  }
+  void recv(int at, uint64_t tag, void* buf, size_t len, Request* req) {
+    Status s;
+    while ((s = ep_[at]->irecv(1 - at, tag, buf, len, req)) == Status::InProgress) {
+      ep_[0]->progress();
+      ep_[1]->progress();
+    }
+    ASSERT_EQ(s, Status::Success) << lastErrorMessage();
+  }
+
+  std::unique_ptr<Endpoint> ep_[2];
+};
+
+TEST_P(Transport, ReceivePostedBeforeTheSend) {
+  std::vector<uint8_t> out(1000), in(1000, 0);
+  std::iota(out.begin(), out.end(), 0);
+  Request s, r;
+  recv(1, 7, in.data(), in.size(), &r);
+  send(0, 7, out.data(), out.size(), &s);
+  ASSERT_TRUE(drive({&s, &r}));
+  EXPECT_EQ(r.status, Status::Success);
+  EXPECT_EQ(r.bytes, 1000u);
+  EXPECT_EQ(in, out);
+}
+
+TEST_P(Transport, ReceivePostedAfterTheSend) {
+  std::vector<uint8_t> out(70000, 0x5a), in(70000, 0);
+  Request s, r;
+  send(0, 9, out.data(), out.size(), &s);
+  for (int i = 0; i < 100; ++i) ep_[0]->progress();
+  recv(1, 9, in.data(), in.size(), &r);
+  ASSERT_TRUE(drive({&s, &r}));
+  EXPECT_EQ(in, out);
+}
+
+TEST_P(Transport, ZeroLengthAndOneByteMessages) {
+  uint8_t one = 0xab, got = 0;
+  Request s0, r0, s1, r1;
+  recv(1, 1, nullptr, 0, &r0);
+  recv(1, 2, &got, 1, &r1);
+  send(0, 1, nullptr, 0, &s0);
+  send(0, 2, &one, 1, &s1);
+  ASSERT_TRUE(drive({&s0, &r0, &s1, &r1}));
+  EXPECT_EQ(r0.bytes, 0u);
+  EXPECT_EQ(r1.bytes, 1u);
+  EXPECT_EQ(got, 0xab);
+}
+
+TEST_P(Transport, LargeMessage) {
+  const size_t n = size_t(64) << 20;
+  std::vector<uint8_t> out(n), in(n, 0);
+  for (size_t i = 0; i < n; i += 4096) out[i] = uint8_t(i >> 12);
+  Request s, r;
+  recv(1, 3, in.data(), n, &r);
+  send(0, 3, out.data(), n, &s);
+  ASSERT_TRUE(drive({&s, &r}, 120));
+  EXPECT_EQ(r.bytes, n);
+  EXPECT_TRUE(in == out);
+}
+
+TEST_P(Transport, SameTagMatchesInPostingOrder) {
+  constexpr int kMsgs = 32;
+  std::vector<uint32_t> out(kMsgs), in(kMsgs, 0);
+  std::vector<Request> s(kMsgs), r(kMsgs);
+  std::vector<Request*> all;
+  for (int i = 0; i < kMsgs; ++i) {
+    out[size_t(i)] = uint32_t(i);
+    recv(1, 42, &in[size_t(i)], 4, &r[size_t(i)]);
+  }
+  for (int i = 0; i < kMsgs; ++i) send(0, 42, &out[size_t(i)], 4, &s[size_t(i)]);
+  for (int i = 0; i < kMsgs; ++i) all.push_back(&s[size_t(i)]), all.push_back(&r[size_t(i)]);
+  ASSERT_TRUE(drive(all));
+  EXPECT_EQ(in, out);
+}
+
+TEST_P(Transport, ManyOutstandingBothWays) {
+  const int k = std::min(64, ep_[0]->maxOutstanding() / 2);
+  std::vector<std::vector<uint8_t>> bufs(size_t(4 * k), std::vector<uint8_t>(9000));
+  std::vector<Request> reqs(size_t(4 * k));
+  std::vector<Request*> all;
+  for (int i = 0; i < k; ++i) {
+    for (int side = 0; side < 2; ++side) {
+      auto& out = bufs[size_t(4 * i + 2 * side)];
+      memset(out.data(), 1 + i + side, out.size());
+      recv(1 - side, uint64_t(i), bufs[size_t(4 * i + 2 * side + 1)].data(), 9000, &reqs[size_t(4 * i + 2 * side + 1)]);
+      send(side, uint64_t(i), out.data(), out.size(), &reqs[size_t(4 * i + 2 * side)]);
+    }
+  }
+  for (auto& r : reqs) all.push_back(&r);
+  ASSERT_TRUE(drive(all));
+  for (int i = 0; i < k; ++i)
+    for (int side = 0; side < 2; ++side) EXPECT_EQ(bufs[size_t(4 * i + 2 * side + 1)][8999], uint8_t(1 + i + side));
+}
+
+TEST_P(Transport, TooLongAMessageFailsTheReceive) {
+  std::vector<uint8_t> out(100, 1), in(10, 0);
+  Request s, r;
+  recv(1, 5, in.data(), in.size(), &r);
+  send(0, 5, out.data(), out.size(), &s);
+  ASSERT_TRUE(drive({&r}));
+  EXPECT_NE(r.status, Status::Success);
+}
+
+TEST_P(Transport, CancelAllAbandonsPostedRequests) {
+  std::vector<uint8_t> in(100);
+  Request r;
+  recv(1, 6, in.data(), in.size(), &r);
+  ep_[1]->cancelAll();
+  for (int i = 0; i < 100; ++i) ep_[1]->progress();
+  EXPECT_FALSE(r.done) << "a cancelled request is never completed";
+}
+
+std::vector<Named> transports() {
+  static uint64_t comm = 0x7e57;
+  std::vector<Named> t;
+  t.push_back({"loopback", [](int r) { return loopback::create(++comm / 2, r, 2); }});
+#ifdef TEMPO_HAVE_OFI
+  t.push_back({"ofi_shm", [](int r) { return ofi::create("shm", r, 2); }});
+  t.push_back({"ofi_tcp", [](int r) { return ofi::create("tcp", r, 2); }});
+#endif
+  return t;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Transport, ::testing::ValuesIn(transports()),
+                         [](const auto& p) { return p.param.name; });
+
+}  // namespace
+}  // namespace tempo::transport
