@@ -81,8 +81,14 @@ void Report::openJson(int argc, char** argv, int libraryVersion) {
   json_.key("args"); json_.beginList();
   for (int i = 0; i < argc; ++i) json_.str(argv[i]);
   json_.endList();
+  // Only the variables that steer communication: a report is meant to be shared, and the
+  // rest of the environment can hold credentials.
+  static constexpr const char* kEnvPrefixes[] = {"NCCL_", "RCCL_", "TEMPO_", "FI_", "UCX_",
+                                                 "HIP_", "CUDA_", "OMPI_", "SLURM_"};
   json_.key("env"); json_.beginList();
-  for (char** e = environ; e && *e; ++e) json_.str(*e);
+  for (char** e = environ; e && *e; ++e)
+    for (const char* p : kEnvPrefixes)
+      if (std::strncmp(*e, p, std::strlen(p)) == 0) { json_.str(*e); break; }
   json_.endList();
   json_.key("nccl_version"); json_.integer(libraryVersion);
 }
