@@ -31,13 +31,13 @@ int main(int argc, char** argv) {
   if (markdown) {
     printf("| variable | default | meaning |\n|---|---|---|\n");
     for (const auto& e : all)
-      printf("| `%s` | `%s` | %s |\n", e.name, *e.defaultValue ? e.defaultValue : "(unset)",
+      printf("| `%s` | `%s` | %s |\n", e.name, e.shownDefault(),
              escapePipes(e.description).c_str());
     return 0;
   }
   for (const auto& e : all) {
     printf("# %s: %s\n#   value %s (%s), default %s\n", e.name, e.description, e.value.empty() ? "(unset)" : e.value.c_str(),
-           tempo::param::sourceName(e.source), *e.defaultValue ? e.defaultValue : "(unset)");
+           tempo::param::sourceName(e.source), e.shownDefault());
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tempo::param {
@@ -37,6 +38,12 @@ struct Entry {
   std::string value;  // effective value as text
   Source source;
   bool valid;         // false when an Int value did not parse (the default is used)
+
+  // The default as a user reads it: "(unset)" for an empty string and for the INT_MIN
+  // sentinel of Int parameters that only override a config field when set.
+  const char* shownDefault() const {
+    return (!*defaultValue || std::string_view(defaultValue) == "-2147483648") ? "(unset)" : defaultValue;
+  }
 };
 
 bool isSet(Id id);  // true unless the value is the table default

@@ -1,0 +1,78 @@
+// The tuner's contract: which all-reduce algorithm and ring segment size each call gets,
+// and that TEMPO_ALGO / TEMPO_CHUNK_SIZE override it only where the override can work.
+#include <gtest/gtest.h>
+
+#include "src/core/param.h"
+#include "src/tune/tune.h"
+
+namespace tempo::tune {
+namespace {
+
+constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
+
+Context shm(int nranks, bool oversubscribed) {
+  return Context{nranks, transport::Kind::OfiShm, oversubscribed, 4 * MiB};
+}
+
+struct ParamGuard {
+  param::Id id;
+  ParamGuard(param::Id i, const char* v) : id(i) { param::overrideForTest(id, v); }
+  ~ParamGuard() { param::overrideForTest(id, nullptr); }
+};
+
+TEST(Tune, SmallMessagesTakeRecursiveDoublingLargeOnesTheRing) {
+  EXPECT_EQ(allReduce(8, shm(2, false)).algo, AllReduceAlgo::RecursiveDoubling);
+  EXPECT_EQ(allReduce(64 * KiB, shm(2, false)).algo, AllReduceAlgo::RecursiveDoubling);
+  EXPECT_EQ(allReduce(64 * KiB + 1, shm(2, false)).algo, AllReduceAlgo::Ring);
+  EXPECT_EQ(allReduce(16 * MiB, shm(8, false)).algo, AllReduceAlgo::Ring);
+}
+
+TEST(Tune, OversubscribedHostsKeepRecursiveDoublingToLargerSizes) {
+  EXPECT_EQ(allReduce(512 * KiB, shm(4, true)).algo, AllReduceAlgo::RecursiveDoubling);
+  EXPECT_EQ(allReduce(512 * KiB + 1, shm(4, true)).algo, AllReduceAlgo::Ring);
+}
+
+TEST(Tune, OneRankNeverUsesRecursiveDoubling) {
+  EXPECT_EQ(allReduce(8, shm(1, false)).algo, AllReduceAlgo::Ring);
+}
+
+TEST(Tune, AutoNeverPicksDirect) {
+  for (int n : {2, 3, 4, 8})
+    for (uint64_t b : {8 * KiB, 64 * KiB, 256 * KiB})
+      for (bool over : {false, true}) EXPECT_NE(allReduce(b, shm(n, over)).algo, AllReduceAlgo::Direct);
+}
+
+TEST(Tune, ForcedAlgorithmsApplyOnlyWhenTheirScratchFits) {
+  {
+    ParamGuard g(param::Id::Algo, "direct");
+    EXPECT_EQ(allReduce(1 * MiB, shm(4, false)).algo, AllReduceAlgo::Direct);  // 4 MiB: fits
+    EXPECT_EQ(allReduce(2 * MiB, shm(4, false)).algo, AllReduceAlgo::Ring);    // 8 MiB: no
+  }
+  {
+    ParamGuard g(param::Id::Algo, "rd");
+    EXPECT_EQ(allReduce(4 * MiB, shm(4, false)).algo, AllReduceAlgo::RecursiveDoubling);
+    EXPECT_EQ(allReduce(4 * MiB + 1, shm(4, false)).algo, AllReduceAlgo::Ring);
+  }
+  {
+    ParamGuard g(param::Id::Algo, "ring");
+    EXPECT_EQ(allReduce(8, shm(4, false)).algo, AllReduceAlgo::Ring);
+  }
+}
+
+TEST(Tune, InvalidAlgorithmNamesFailClearly) {
+  ParamGuard g(param::Id::Algo, "tree");
+  EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
+}
+
+TEST(Tune, RingSegmentsAreWholeUpToTheirCapThenColumns) {
+  EXPECT_EQ(allReduce(8 * MiB, shm(4, false)).chunkBytes, 512 * KiB);
+  EXPECT_EQ(allReduce(1 * MiB, shm(4, false)).chunkBytes, 256 * KiB);
+  EXPECT_EQ(allReduce(1 * KiB, shm(4, false)).chunkBytes, 4 * KiB);  // floor
+  Context tcp{4, transport::Kind::OfiTcp, false, 4 * MiB};
+  EXPECT_EQ(allReduce(64 * MiB, tcp).chunkBytes, 1 * MiB);
+  ParamGuard g(param::Id::ChunkSize, "65536");
+  EXPECT_EQ(allReduce(64 * MiB, tcp).chunkBytes, 64 * KiB);
+}
+
+}  // namespace
+}  // namespace tempo::tune
