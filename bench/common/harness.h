@@ -50,6 +50,7 @@ struct CollTest {
   void (*getBw)(size_t count, size_t typeSize, double sec, double* algBw, double* busBw, int nranks);
   ncclResult_t (*run)(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                       ncclComm_t comm, hipStream_t stream);
+  bool inPlace = true;  // false: the in-place columns print N/A (all-to-all)
 };
 
 // Parses the command line, runs the sweep, prints the table; returns the exit code:

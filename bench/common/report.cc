@@ -199,6 +199,13 @@ void Report::rowPart(double timeUsec, double algBw, double busBw, int64_t wrong,
   json_.endObject();
 }
 
+void Report::rowPartUnsupported(bool outOfPlace) {
+  if (!main_) return;
+  std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+  json_.key(outOfPlace ? "out_of_place" : "in_place");
+  json_.null();
+}
+
 void Report::rowEnd() {
   if (!main_) return;
   std::printf("\n");

@@ -41,6 +41,8 @@ class Report {
   void header();
   void rowStart(size_t bytes, size_t count, const char* type, const char* op, int root);
   void rowPart(double timeUsec, double algBw, double busBw, int64_t wrong, bool outOfPlace);
+  // A variant the collective does not support (in-place all-to-all): N/A in every column.
+  void rowPartUnsupported(bool outOfPlace);
   void rowEnd();
   // Prints the footer; returns true when NCCL_TESTS_MIN_BW is set and not met.
   bool footer(int64_t outOfBounds, double avgBusBw, const std::string& memoryLine,

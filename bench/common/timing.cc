@@ -100,7 +100,8 @@ void ThreadRunner::timeTest(int type, int op, const char* name, int root) {
       const Case k = setup(size, type, op, root);
       if (main_) run_.report.rowStart(std::max(k.sendBytes, k.recvBytes), k.c.paramCount, typeName(type), name, root);
       benchTime(k, false);
-      benchTime(k, true);
+      if (run_.test.inPlace) benchTime(k, true);
+      else if (main_) run_.report.rowPartUnsupported(false);
       if (main_) run_.report.rowEnd();
     }
   } while (--repeat);

@@ -11,7 +11,9 @@
 
 namespace tempo::algo {
 
-enum class BufId : uint8_t { Input, Output, Scratch };
+// Absolute: `offset` is the address itself (point-to-point ops, whose every call brings
+// its own buffer).
+enum class BufId : uint8_t { Input, Output, Scratch, Absolute };
 
 struct Loc {
   BufId buf = BufId::Input;

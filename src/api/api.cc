@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/api/checks.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/group.h"
 #include "src/comm/registry.h"
@@ -18,7 +19,7 @@ using tempo::api::guarded;
 using tempo::api::toNccl;
 namespace comm = tempo::comm;
 
-namespace {
+namespace tempo::api {
 
 tempo::Result<comm::Communicator*> liveComm(const void* handle, const char* fn) {
   if (!handle) return fail(Status::InvalidArgument, "%s: comm is NULL", fn);
@@ -28,6 +29,12 @@ tempo::Result<comm::Communicator*> liveComm(const void* handle, const char* fn) 
                 fn, handle);
   return c;
 }
+
+}  // namespace tempo::api
+
+namespace {
+
+using tempo::api::liveComm;
 
 ncclComm_t handleOf(comm::Communicator* c) { return reinterpret_cast<ncclComm_t>(c); }
 
@@ -55,30 +62,6 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int ran
   });
 }
 
-// Argument checks shared by every collective, in NCCL's order.
-Status checkCollective(const void* sendbuff, const void* recvbuff, size_t count, ncclDataType_t datatype,
-                       const char* fn) {
-  if (int(datatype) < 0 || int(datatype) >= int(ncclNumTypes))
-    return fail(Status::InvalidArgument, "%s: invalid datatype %d", fn, int(datatype));
-  size_t size = tempo::dataTypeSize(tempo::DataType(datatype));
-  if (count > SIZE_MAX / size)
-    return fail(Status::InvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", fn,
-                count, size);
-  if (count > 0 && (!sendbuff || !recvbuff))
-    return fail(Status::InvalidArgument, "%s: %s is NULL with count %zu", fn, !sendbuff ? "sendbuff" : "recvbuff",
-                count);
-  return Status::Success;
-}
-
-Status checkOp(ncclRedOp_t op, const char* fn) {
-  if (int(op) < 0 || int(op) >= int(ncclNumOps)) {
-    if (int(op) >= int(ncclNumOps) && int(op) < int(ncclMaxRedOp))
-      return fail(Status::InvalidArgument, "%s: reduction op %d was not created by ncclRedOpCreatePreMulSum", fn,
-                  int(op));
-    return fail(Status::InvalidArgument, "%s: invalid reduction op %d", fn, int(op));
-  }
-  return Status::Success;
-}
 
 }  // namespace
 
@@ -252,24 +235,3 @@ NCCL_API(ncclResult_t, ncclGroupEnd) {
   return guarded([] { return comm::groupEnd(); });
 }
 
-NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         ncclRedOp_t op, ncclComm_t comm, hipStream_t stream) {
-  return guarded([&]() -> Status {
-    Status s = [&]() -> Status {
-      TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclAllReduce"));
-      TEMPO_TRY(checkCollective(sendbuff, recvbuff, count, datatype, "ncclAllReduce"));
-      TEMPO_TRY(checkOp(op, "ncclAllReduce"));
-      comm::CollArgs a;
-      a.coll = tempo::engine::CollKind::AllReduce;
-      a.send = sendbuff;
-      a.recv = recvbuff;
-      a.count = count;
-      a.type = tempo::DataType(datatype);
-      a.op = tempo::RedOp(op);
-      a.stream = stream;
-      return comm::submitCollective(c, a);
-    }();
-    if (!ok(s)) comm::groupRecordError(s);
-    return s;
-  });
-}

@@ -64,36 +64,6 @@ TEMPO_STUB(ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
 TEMPO_STUB(ncclAllReduceWithBias, const void* sendbuff, void* recvbuff, size_t count,
            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, hipStream_t stream,
            const void* acc)
-TEMPO_STUB(ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
-           ncclDataType_t datatype, int root, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
-           ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
-           ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
-           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
-           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
-           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclAllToAll, const void* sendbuff, void* recvbuff, size_t count,
-           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclAlltoAllv, const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
-           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
-           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclAllToAllv, const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
-           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
-           ncclDataType_t datatype, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclGather, const void* sendbuff, void* recvbuff, size_t count,
-           ncclDataType_t datatype, int root, ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
-           ncclDataType_t datatype, int root, ncclComm_t comm, hipStream_t stream)
-
-// ---- Point-to-point ----
-TEMPO_STUB(ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-           ncclComm_t comm, hipStream_t stream)
-TEMPO_STUB(ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-           ncclComm_t comm, hipStream_t stream)
 
 // ---- One-sided (RMA) ----
 TEMPO_STUB(ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,

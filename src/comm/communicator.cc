@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
+#include "src/algo/collectives.h"
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
@@ -168,7 +170,7 @@ Communicator::~Communicator() {
   endpoints_.clear();
 }
 
-Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
+engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
   engine::Op* op;
   if (!freeOps_.empty()) {
     op = freeOps_.back();
@@ -183,46 +185,199 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
   op->type = a.type;
   op->op = a.op;
   op->coll = a.coll;
-  op->payloadBytes = a.count * dataTypeSize(a.type);
+  op->p2p = a.p2p != P2p::None;
+  op->payloadBytes = payloadBytes;
+  return op;
+}
 
+Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
+  using engine::CollKind;
   const uint32_t typeSize = uint32_t(dataTypeSize(a.type));
-  const bool inPlace = a.send == a.recv;
-  tune::AllReduceChoice choice = tune::allReduce(op->payloadBytes, tuning_);
-  if (choice.algo == tune::AllReduceAlgo::Direct) {
-    algo::DirectAllReduceArgs r;
-    r.count = a.count;
-    r.typeSize = typeSize;
-    r.inPlace = inPlace;
-    r.average = a.op == RedOp::Avg;
-    r.rank = rank_;
-    r.nranks = nranks_;
-    algo::planDirectAllReduce(r, op->plan);
-  } else if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
-    algo::RdAllReduceArgs r;
-    r.count = a.count;
-    r.typeSize = typeSize;
-    r.inPlace = inPlace;
-    r.average = a.op == RedOp::Avg;
-    r.rank = rank_;
-    r.nranks = nranks_;
-    algo::planRdAllReduce(r, op->plan);
-  } else {
-    algo::RingAllReduceArgs r;
-    r.count = a.count;
-    r.typeSize = typeSize;
-    r.inPlace = inPlace;
-    r.average = a.op == RedOp::Avg;
-    r.pos = rank_;
-    r.nranks = nranks_;
-    r.nextRank = (rank_ + 1) % nranks_;
-    r.prevRank = (rank_ + nranks_ - 1) % nranks_;
-    r.chunkBytes = choice.chunkBytes;
-    r.scratchBytes = scratch_.size();
-    algo::planRingAllReduce(r, op->plan);
+  const uint64_t bytes = a.count * typeSize;
+  const uint64_t block = bytes;  // per-rank block of the rooted and gathering collectives
+  engine::Op* op = takeOp(a, bytes);
+  const std::byte* send = static_cast<const std::byte*>(a.send);
+  const std::byte* recv = static_cast<const std::byte*>(a.recv);
+
+  algo::CollPlanArgs c;
+  c.count = a.count;
+  c.typeSize = typeSize;
+  c.average = a.op == RedOp::Avg;
+  c.rank = rank_;
+  c.nranks = nranks_;
+  c.root = a.root;
+  c.chunkBytes = tune::chainChunk(bytes, tuning_);
+  c.scratchBytes = scratch_.size();
+  switch (a.coll) {
+    case CollKind::AllReduce: {
+      const bool inPlace = a.send == a.recv;
+      tune::AllReduceChoice choice = tune::allReduce(bytes, tuning_);
+      if (choice.algo == tune::AllReduceAlgo::Direct) {
+        algo::DirectAllReduceArgs r;
+        r.count = a.count;
+        r.typeSize = typeSize;
+        r.inPlace = inPlace;
+        r.average = c.average;
+        r.rank = rank_;
+        r.nranks = nranks_;
+        algo::planDirectAllReduce(r, op->plan);
+      } else if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
+        algo::RdAllReduceArgs r;
+        r.count = a.count;
+        r.typeSize = typeSize;
+        r.inPlace = inPlace;
+        r.average = c.average;
+        r.rank = rank_;
+        r.nranks = nranks_;
+        algo::planRdAllReduce(r, op->plan);
+      } else {
+        algo::RingAllReduceArgs r;
+        r.count = a.count;
+        r.typeSize = typeSize;
+        r.inPlace = inPlace;
+        r.average = c.average;
+        r.pos = rank_;
+        r.nranks = nranks_;
+        r.nextRank = (rank_ + 1) % nranks_;
+        r.prevRank = (rank_ + nranks_ - 1) % nranks_;
+        r.chunkBytes = choice.chunkBytes;
+        r.scratchBytes = scratch_.size();
+        algo::planRingAllReduce(r, op->plan);
+      }
+      TEMPO_TRACE(log::Tuning, "AllReduce %lu bytes: %s, chunk %lu", (unsigned long)bytes,
+                  tune::algoName(choice.algo), (unsigned long)choice.chunkBytes);
+      break;
+    }
+    case CollKind::Broadcast:
+      c.inPlace = send == recv;
+      algo::planChainBroadcast(c, op->plan);
+      break;
+    case CollKind::Reduce:
+      c.inPlace = send == recv;
+      algo::planChainReduce(c, op->plan);
+      break;
+    case CollKind::AllGather:
+      op->payloadBytes = bytes * uint64_t(nranks_);
+      c.inPlace = send == recv + uint64_t(rank_) * block;
+      c.chunkBytes = tune::ringChunk(bytes, tuning_);
+      algo::planRingAllGather(c, op->plan);
+      break;
+    case CollKind::ReduceScatter:
+      op->payloadBytes = bytes * uint64_t(nranks_);
+      c.inPlace = recv == send + uint64_t(rank_) * block;
+      c.chunkBytes = tune::ringChunk(bytes, tuning_);
+      algo::planRingReduceScatter(c, op->plan);
+      break;
+    case CollKind::Gather:
+      op->payloadBytes = bytes * uint64_t(nranks_);
+      c.inPlace = rank_ == a.root && send == recv + uint64_t(rank_) * block;
+      algo::planGather(c, op->plan);
+      break;
+    case CollKind::Scatter:
+      op->payloadBytes = bytes * uint64_t(nranks_);
+      c.inPlace = rank_ == a.root && recv == send + uint64_t(rank_) * block;
+      algo::planScatter(c, op->plan);
+      break;
+    case CollKind::AllToAll:
+    case CollKind::AllToAllv: {
+      algo::AllToAllvArgs v;
+      v.typeSize = typeSize;
+      v.rank = rank_;
+      v.nranks = nranks_;
+      const size_t n = size_t(nranks_);
+      if (a.coll == CollKind::AllToAll) {
+        // Fixed counts: count elements to and from every peer, at j * count.
+        a2aCounts_.assign(n, a.count);
+        a2aDispls_.resize(n);
+        for (size_t j = 0; j < n; ++j) a2aDispls_[j] = j * a.count;
+        v.sendCounts = v.recvCounts = a2aCounts_;
+        v.sendDispls = v.recvDispls = a2aDispls_;
+        op->payloadBytes = bytes * n;
+      } else {
+        v.sendCounts = {a.sendCounts, n};
+        v.sendDispls = {a.sendDispls, n};
+        v.recvCounts = {a.recvCounts, n};
+        v.recvDispls = {a.recvDispls, n};
+        uint64_t sent = 0, received = 0;
+        for (size_t j = 0; j < n; ++j) {
+          sent += a.sendCounts[j];
+          received += a.recvCounts[j];
+        }
+        op->payloadBytes = std::max(sent, received) * typeSize;
+      }
+      algo::planAllToAllv(v, op->plan);
+      break;
+    }
+    case CollKind::SendRecv:
+      release(op);
+      return fail(Status::InternalError, "point-to-point calls are planned by prepareP2p");
   }
-  TEMPO_TRACE(log::Tuning, "AllReduce %lu bytes: %s, chunk %lu", (unsigned long)op->payloadBytes,
-              tune::algoName(choice.algo), (unsigned long)choice.chunkBytes);
   logCall(a, engine_->nextSeq());
+  return op;
+}
+
+Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
+  CollArgs first = calls.front();
+  first.send = first.recv = nullptr;
+  uint64_t total = 0;
+  for (const CollArgs& a : calls) total += a.count * dataTypeSize(a.type);
+  engine::Op* op = takeOp(first, total);
+  if (p2pSent_.empty()) {
+    p2pSent_.assign(size_t(nranks_), 0);
+    p2pReceived_.assign(size_t(nranks_), 0);
+  }
+  auto absolute = [](const void* p) { return algo::Loc{algo::BufId::Absolute, uint64_t(uintptr_t(p))}; };
+  // Sends to self pair with receives from self in call order and become copies.
+  size_t selfSends = 0, selfRecvs = 0;
+  for (const CollArgs& a : calls) {
+    const uint64_t bytes = a.count * dataTypeSize(a.type);
+    if (a.peer == rank_) {
+      size_t& mine = a.p2p == P2p::Send ? selfSends : selfRecvs;
+      size_t k = mine++;
+      if (a.p2p == P2p::Recv || bytes == 0) continue;
+      // Find the k-th receive from self.
+      const CollArgs* match = nullptr;
+      for (size_t seen = 0; const CollArgs& b : calls)
+        if (b.peer == rank_ && b.p2p == P2p::Recv && seen++ == k) match = &b;
+      if (!match) break;  // reported below
+      const uint64_t want = match->count * dataTypeSize(match->type);
+      if (want != bytes) {
+        release(op);
+        return fail(Status::InvalidUsage, "ncclSend to self of %lu bytes meets an ncclRecv from self of %lu bytes",
+                    (unsigned long)bytes, (unsigned long)want);
+      }
+      algo::Step s;
+      s.kind = algo::StepKind::Copy;
+      s.bytes = bytes;
+      s.src = absolute(a.send);
+      s.dst = absolute(match->recv);
+      op->plan.add(s);
+      continue;
+    }
+    // A zero-byte message still travels: NCCL matches sends and receives by order, and
+    // the counters of both sides must stay in step.
+    algo::Step s;
+    s.peer = a.peer;
+    s.bytes = bytes;
+    if (a.p2p == P2p::Send) {
+      s.kind = algo::StepKind::Send;
+      s.src = absolute(a.send);
+      s.msg = p2pSent_[size_t(a.peer)]++;
+    } else {
+      s.kind = algo::StepKind::Recv;
+      s.dst = absolute(a.recv);
+      s.msg = p2pReceived_[size_t(a.peer)]++;
+    }
+    op->plan.add(s);
+  }
+  if (selfSends != selfRecvs) {
+    release(op);
+    return fail(Status::InvalidUsage,
+                "%zu ncclSend(s) to self but %zu ncclRecv(s) from self in one group on rank %d; each needs its partner",
+                selfSends, selfRecvs, rank_);
+  }
+  op->plan.window = uint32_t(std::max<size_t>(1, op->plan.steps.size()));
+  for (const CollArgs& a : calls) logCall(a, engine_->nextSeq());
   return op;
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,15 +22,26 @@
 
 namespace tempo::comm {
 
-// A validated collective call.
+enum class P2p : uint8_t { None, Send, Recv };
+
+// A validated collective or point-to-point call. `count` is NCCL's count argument (per
+// rank for all-gather, reduce-scatter, all-to-all, gather and scatter).
 struct CollArgs {
   engine::CollKind coll = engine::CollKind::AllReduce;
+  P2p p2p = P2p::None;  // Send/Recv: coll is SendRecv, `peer` the other rank
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;
   DataType type = DataType::Float32;
   RedOp op = RedOp::Sum;
   int root = -1;
+  int peer = -1;
+  // AllToAllv: nranks counts and displacements each, in elements (the caller's arrays,
+  // read while the call is being planned).
+  const size_t* sendCounts = nullptr;
+  const size_t* sendDispls = nullptr;
+  const size_t* recvCounts = nullptr;
+  const size_t* recvDispls = nullptr;
   void* stream = nullptr;  // accepted and unused for host buffers
 };
 
@@ -51,6 +63,9 @@ class Communicator : public engine::Liveness {
 
   // Plans `a` into a pooled Op; release() returns it. No allocation once warmed up.
   Result<engine::Op*> prepare(const CollArgs& a);
+  // Plans the point-to-point calls of one group (in call order) as one op. A send to self
+  // is matched with the receive from self of the same rank in order, and copied.
+  Result<engine::Op*> prepareP2p(std::span<const CollArgs> calls);
   void release(engine::Op* op);
   engine::Engine& engine() { return *engine_; }
 
@@ -73,6 +88,8 @@ class Communicator : public engine::Liveness {
   Communicator() = default;
   Status connectTransports(Deadline deadline);
   void logCall(const CollArgs& a, uint64_t seq) const;
+  // A pooled Op, reset for `a` (no allocation once the pool is warm).
+  engine::Op* takeOp(const CollArgs& a, uint64_t payloadBytes);
 
   int rank_ = 0, nranks_ = 1, device_ = 0;
   uint64_t commHash_ = 0;
@@ -85,6 +102,9 @@ class Communicator : public engine::Liveness {
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<engine::Op>> ops_;
   std::vector<engine::Op*> freeOps_;
+  // Point-to-point message counters per peer and direction (the msg of each message).
+  std::vector<uint32_t> p2pSent_, p2pReceived_;
+  std::vector<size_t> a2aCounts_, a2aDispls_;  // all-to-all's fixed counts, as AllToAllv's
   std::atomic<int> asyncError_{0};
   mutable std::mutex errMu_;
   std::string errMsg_;

@@ -21,17 +21,35 @@ struct GroupState {
   std::vector<std::function<Status()>> inits;
   // Reused across batches so that steady-state collectives do not allocate.
   std::vector<engine::Op*> ops;
+  std::vector<Communicator*> opComms;
   std::vector<engine::Engine*> engines;
+  std::vector<CollArgs> p2p;
 };
 thread_local GroupState t_group;
 
 // Prepares, submits and drives a batch to completion. Returns the first failure.
+//
+// Collectives are submitted in call order. The point-to-point calls of the batch become
+// one op per communicator, submitted after that communicator's collectives, so that
+// every rank orders its ops alike whatever order its sends, receives and collectives
+// were called in (NCCL lets a group's point-to-point calls progress together).
 Status runBatch(std::span<const Item> items) {
   auto& ops = t_group.ops;
+  auto& opComms = t_group.opComms;
   auto& engines = t_group.engines;
+  auto& p2p = t_group.p2p;
   ops.clear();
+  opComms.clear();
   engines.clear();
   Status first = Status::Success;
+  auto submit = [&](Communicator* c, Result<engine::Op*> op) {
+    if (!op.ok()) return op.status();
+    ops.push_back(*op);
+    opComms.push_back(c);
+    TEMPO_TRY(c->engine().submit(**op));
+    if (std::find(engines.begin(), engines.end(), &c->engine()) == engines.end()) engines.push_back(&c->engine());
+    return Status::Success;
+  };
   for (const Item& it : items) {
     Status s = it.comm->asyncError();
     if (!ok(s)) {
@@ -39,24 +57,24 @@ Status runBatch(std::span<const Item> items) {
                    static_cast<void*>(it.comm), it.comm->rank(), it.comm->errorMessage().c_str());
       break;
     }
-    Result<engine::Op*> op = it.comm->prepare(it.args);
-    if (!op.ok()) {
-      first = op.status();
-      break;
-    }
-    ops.push_back(*op);
-    s = it.comm->engine().submit(**op);
-    if (!ok(s)) {
-      first = s;
-      break;
-    }
-    if (std::find(engines.begin(), engines.end(), &it.comm->engine()) == engines.end())
-      engines.push_back(&it.comm->engine());
+    if (it.args.p2p != P2p::None) continue;
+    if (!ok(first = submit(it.comm, it.comm->prepare(it.args)))) break;
+  }
+  for (size_t i = 0; ok(first) && i < items.size(); ++i) {
+    Communicator* c = items[i].comm;
+    if (items[i].args.p2p == P2p::None) continue;
+    bool seen = false;  // this communicator's calls were gathered at its first one
+    for (size_t j = 0; j < i && !seen; ++j) seen = items[j].comm == c && items[j].args.p2p != P2p::None;
+    if (seen) continue;
+    p2p.clear();
+    for (size_t j = i; j < items.size(); ++j)
+      if (items[j].comm == c && items[j].args.p2p != P2p::None) p2p.push_back(items[j].args);
+    first = submit(c, c->prepareP2p(p2p));
   }
   Status w = engine::waitAll(engines);
   if (ok(first)) first = w;
   for (size_t i = 0; i < ops.size(); ++i) {
-    Communicator* c = items[i].comm;
+    Communicator* c = opComms[i];
     if (!ok(ops[i]->status)) {
       c->recordError(ops[i]->status);
       if (ok(first)) first = ops[i]->status;

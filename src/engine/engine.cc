@@ -17,8 +17,14 @@ namespace {
 enum : uint8_t { kWaiting = 0, kPosted = 1, kDone = 2 };
 constexpr int kMaxPosted = 256;
 
-// Tag of one message: the collective's sequence number and the message index within it.
-uint64_t tagOf(uint64_t seq, uint32_t msg) { return ((seq & 0xffffff) << 16) | (msg & 0xffff); }
+// Tag of one message (40 bits): a collective's is its sequence number (23 bits) and the
+// message index within it (16 bits); a point-to-point message's has the top bit set and
+// carries the per-peer counter of its direction (23 bits).
+constexpr uint64_t kP2pTagBit = uint64_t(1) << 39;
+uint64_t tagOf(const Op& op, uint32_t msg) {
+  if (op.p2p) return kP2pTagBit | (uint64_t(msg & 0x7fffff) << 16);
+  return ((op.seq & 0x7fffff) << 16) | (msg & 0xffff);
+}
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -31,6 +37,15 @@ inline void cpuRelax() {
 const char* collName(CollKind k) {
   switch (k) {
     case CollKind::AllReduce: return "AllReduce";
+    case CollKind::Broadcast: return "Broadcast";
+    case CollKind::Reduce: return "Reduce";
+    case CollKind::AllGather: return "AllGather";
+    case CollKind::ReduceScatter: return "ReduceScatter";
+    case CollKind::AllToAll: return "AllToAll";
+    case CollKind::AllToAllv: return "AllToAllv";
+    case CollKind::Gather: return "Gather";
+    case CollKind::Scatter: return "Scatter";
+    case CollKind::SendRecv: return "SendRecv";
   }
   return "?";
 }
@@ -63,7 +78,9 @@ Status Engine::submit(Op& op) {
   op.first = 0;
   op.status = Status::Success;
   op.done = false;
-  op.seq = nextSeq_++;
+  // Every rank numbers its collectives alike; point-to-point ops involve only some ranks
+  // and must not shift that numbering (their record carries the next collective's number).
+  op.seq = op.p2p ? nextSeq_ : nextSeq_++;
   op.record = OpRecord{};
   op.record.seq = op.seq;
   op.record.bytes = op.payloadBytes;
@@ -78,6 +95,7 @@ std::byte* Engine::resolve(const Op& op, const algo::Loc& loc) const {
     case algo::BufId::Input: return const_cast<std::byte*>(op.input) + loc.offset;
     case algo::BufId::Output: return op.output + loc.offset;
     case algo::BufId::Scratch: return scratch_.data() + loc.offset;
+    case algo::BufId::Absolute: return reinterpret_cast<std::byte*>(uintptr_t(loc.offset));
   }
   return nullptr;
 }
@@ -99,7 +117,7 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       transport::Request& req = reqs_[slot];
       req.reset();
       transport::Endpoint* ep = peerEndpoint_[size_t(s.peer)];
-      uint64_t tag = tagOf(op.seq, s.msg);
+      uint64_t tag = tagOf(op, s.msg);
       Status st = isSend
                       ? ep->isend(s.peer, tag, resolve(op, s.src), s.bytes, &req)
                       : ep->irecv(s.peer, tag, resolve(op, s.dst), s.bytes, &req);

@@ -29,7 +29,18 @@
 
 namespace tempo::engine {
 
-enum class CollKind : uint8_t { AllReduce = 0 };
+enum class CollKind : uint8_t {
+  AllReduce = 0,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  AllToAllv,
+  Gather,
+  Scatter,
+  SendRecv,  // the point-to-point calls of one group on one communicator, as one op
+};
 const char* collName(CollKind k);
 
 // What the engine records about every collective (skew measurement builds on this).
@@ -71,6 +82,10 @@ struct Op {
   RedOp op = RedOp::Sum;
   CollKind coll = CollKind::AllReduce;
   uint64_t payloadBytes = 0;
+  // Point-to-point ops do not take a collective sequence number: their steps' msg is the
+  // per-peer, per-direction message counter both sides keep, so that pairs of ranks can
+  // exchange messages while the others do not (tags in a space of their own).
+  bool p2p = false;
 
   // Engine state.
   uint64_t seq = 0;

@@ -56,18 +56,30 @@ AllReduceChoice allReduce(uint64_t bytes, const Context& ctx) {
     c.algo = AllReduceAlgo::Direct;
   }
 
-  if (param::ChunkSize() > 0) {
-    c.chunkBytes = uint64_t(param::ChunkSize());
-    return c;
-  }
+  c.chunkBytes = ringChunk(bytes / uint64_t(std::max(1, ctx.nranks)), ctx);
+  return c;
+}
+
+namespace {
+uint64_t chunkCap(const Context& ctx) {
+  return ctx.slowest == transport::Kind::OfiTcp ? (uint64_t(1) << 20) : (uint64_t(512) << 10);
+}
+}  // namespace
+
+uint64_t ringChunk(uint64_t segmentBytes, const Context& ctx) {
+  if (param::ChunkSize() > 0) return uint64_t(param::ChunkSize());
   // Per-message costs dominate on every transport measured here (libfabric shm costs
   // several microseconds per message whatever its size), so a segment travels in as few
   // columns as possible: whole up to 512 KiB, then in 512 KiB columns (1 MiB over TCP),
   // which still pipelines large messages.
-  uint64_t seg = bytes / uint64_t(std::max(1, ctx.nranks));
-  uint64_t cap = ctx.slowest == transport::Kind::OfiTcp ? (uint64_t(1) << 20) : (uint64_t(512) << 10);
-  c.chunkBytes = std::clamp<uint64_t>(seg, 4096, cap);
-  return c;
+  return std::clamp<uint64_t>(segmentBytes, 4096, chunkCap(ctx));
+}
+
+uint64_t chainChunk(uint64_t bytes, const Context& ctx) {
+  if (param::ChunkSize() > 0) return uint64_t(param::ChunkSize());
+  // A chain of n ranks takes (n - 1 + chunks - 1) chunk times: at least four chunks keep
+  // it busy, and the cap keeps per-message costs small against the payload.
+  return std::clamp<uint64_t>(bytes / 4, 64 << 10, chunkCap(ctx));
 }
 
 }  // namespace tempo::tune

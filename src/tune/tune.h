@@ -28,6 +28,12 @@ struct AllReduceChoice {
 // `bytes` is one rank's payload.
 AllReduceChoice allReduce(uint64_t bytes, const Context& ctx);
 
+// Pipelining unit of a ring whose per-rank segment is `segmentBytes` (all-reduce,
+// all-gather, reduce-scatter), and of a chain carrying `bytes` (broadcast, reduce).
+// TEMPO_CHUNK_SIZE overrides both.
+uint64_t ringChunk(uint64_t segmentBytes, const Context& ctx);
+uint64_t chainChunk(uint64_t bytes, const Context& ctx);
+
 // Validates TEMPO_ALGO (called at init so a typo fails early and clearly).
 Status checkOverrides();
 

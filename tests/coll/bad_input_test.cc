@@ -178,8 +178,59 @@ TEST(BadUsage, DestroyedCommunicatorIsDetected) {
 }
 
 TEST(BadUsage, NotYetImplementedFunctionsSaySo) {
-  EXPECT_NCCL_ERROR(ncclBroadcast(nullptr, nullptr, 0, ncclFloat, 0, nullptr, nullptr), ncclInvalidUsage,
-                    "not implemented yet");
+  ncclComm_t out = nullptr;
+  EXPECT_NCCL_ERROR(ncclCommSplit(nullptr, 0, 0, &out, nullptr), ncclInvalidUsage, "not implemented yet");
+}
+
+// The collectives beyond all-reduce: each bad argument gets its code and a message naming it.
+TEST(BadArguments, RootedAndPeeredCallsCheckRootPeerAndBuffers) {
+  CommWorld w(2, "loopback");
+  ASSERT_TRUE(w.ok()) << w.error();
+  float x[8] = {};
+  EXPECT_NCCL_ERROR(ncclBroadcast(x, x, 1, ncclFloat, 2, w[0], nullptr), ncclInvalidArgument, "root 2 is outside [0, 2)");
+  EXPECT_NCCL_ERROR(ncclBcast(x, 1, ncclFloat, -1, w[0], nullptr), ncclInvalidArgument, "root -1");
+  EXPECT_NCCL_ERROR(ncclReduce(x, x, 1, ncclFloat, ncclSum, 5, w[0], nullptr), ncclInvalidArgument, "root 5");
+  EXPECT_NCCL_ERROR(ncclReduce(x, x, 1, ncclFloat, ncclRedOp_t(99), 0, w[0], nullptr), ncclInvalidArgument,
+                    "reduction op 99");
+  EXPECT_NCCL_ERROR(ncclGather(x, x, 1, ncclFloat, 7, w[0], nullptr), ncclInvalidArgument, "root 7");
+  EXPECT_NCCL_ERROR(ncclScatter(x, x, 1, ncclFloat, 7, w[0], nullptr), ncclInvalidArgument, "root 7");
+  EXPECT_NCCL_ERROR(ncclSend(x, 1, ncclFloat, 2, w[0], nullptr), ncclInvalidArgument, "peer 2 is outside [0, 2)");
+  EXPECT_NCCL_ERROR(ncclRecv(x, 1, ncclFloat, -3, w[0], nullptr), ncclInvalidArgument, "peer -3");
+  EXPECT_NCCL_ERROR(ncclSend(nullptr, 1, ncclFloat, 1, w[0], nullptr), ncclInvalidArgument, "sendbuff is NULL");
+  EXPECT_NCCL_ERROR(ncclRecv(nullptr, 1, ncclFloat, 1, w[0], nullptr), ncclInvalidArgument, "recvbuff is NULL");
+  EXPECT_NCCL_ERROR(ncclAllGather(x, nullptr, 1, ncclFloat, w[0], nullptr), ncclInvalidArgument, "recvbuff is NULL");
+  EXPECT_NCCL_ERROR(ncclReduceScatter(nullptr, x, 1, ncclFloat, ncclSum, w[0], nullptr), ncclInvalidArgument,
+                    "sendbuff is NULL");
+  EXPECT_NCCL_ERROR(ncclAllGather(x, x + 1, 1, ncclDataType_t(42), w[0], nullptr), ncclInvalidArgument,
+                    "invalid datatype 42");
+  // The whole n x count buffer must be addressable.
+  EXPECT_NCCL_ERROR(ncclAllGather(x, x, SIZE_MAX / 4, ncclFloat, w[0], nullptr), ncclInvalidArgument, "overflows");
+  EXPECT_NCCL_ERROR(ncclAlltoAll(x, x, 1, ncclFloat, w[0], nullptr), ncclInvalidUsage, "in place");
+  size_t counts[2] = {1, 1}, displs[2] = {0, 1};
+  EXPECT_NCCL_ERROR(ncclAlltoAllv(x, nullptr, displs, x + 2, counts, displs, ncclFloat, w[0], nullptr),
+                    ncclInvalidArgument, "NULL");
+  EXPECT_NCCL_ERROR(ncclAlltoAllv(x, counts, displs, x, counts, displs, ncclFloat, w[0], nullptr), ncclInvalidUsage,
+                    "in-place");
+  // Non-roots may pass NULL for the buffers that only matter on the root.
+  EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclBroadcast(x, x, 2, ncclFloat, 0, w[0], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclBroadcast(nullptr, x + 2, 2, ncclFloat, 0, w[1], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclReduce(x, x + 4, 2, ncclFloat, ncclSum, 0, w[0], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclReduce(x + 2, nullptr, 2, ncclFloat, ncclSum, 0, w[1], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+}
+
+// A send to self needs its receive from self in the same group; alone it would hang, so
+// it fails at once.
+TEST(BadUsage, SendToSelfWithoutItsReceiveFailsInsteadOfHanging) {
+  CommWorld w(1, "loopback");
+  ASSERT_TRUE(w.ok()) << w.error();
+  float x = 1, y = 0;
+  EXPECT_NCCL_ERROR(ncclSend(&x, 1, ncclFloat, 0, w[0], nullptr), ncclInvalidUsage, "ncclRecv(s) from self");
+  ncclGroupStart();
+  ncclSend(&x, 1, ncclFloat, 0, w[0], nullptr);
+  ncclRecv(&y, 2, ncclFloat, 0, w[0], nullptr);
+  EXPECT_NCCL_ERROR(ncclGroupEnd(), ncclInvalidUsage, "to self of 4 bytes meets an ncclRecv from self of 8 bytes");
 }
 
 TEST(ErrorStrings, EveryResultHasAString) {

@@ -1,0 +1,277 @@
+#include "src/algo/collectives.h"
+
+#include <algorithm>
+
+#include "src/algo/ring.h"
+
+namespace tempo::algo {
+namespace {
+
+constexpr uint64_t kMaxMsgs = 0xffff;  // message index bits in a collective's tag
+
+Step transfer(StepKind k, int peer, uint64_t msg, uint64_t bytes, Loc loc, uint32_t dep) {
+  Step s;
+  s.kind = k;
+  s.peer = peer;
+  s.msg = uint32_t(msg);
+  s.bytes = bytes;
+  (k == StepKind::Send ? s.src : s.dst) = loc;
+  s.deps[0] = dep;
+  return s;
+}
+
+Step copy(uint64_t bytes, Loc src, Loc dst) {
+  Step s;
+  s.kind = StepKind::Copy;
+  s.bytes = bytes;
+  s.src = src;
+  s.dst = dst;
+  return s;
+}
+
+// Scratch slots for partial sums in flight, reused round-robin: a slot is refilled only
+// after the last step that read it (recorded with readBy) has finished.
+class Slots {
+ public:
+  Slots(Plan& plan, uint64_t slotBytes, uint64_t count) : plan_(plan), bytes_(slotBytes), n_(count) {
+    plan.work.assign(size_t(n_), kNoDep);
+    plan.scratchBytes = n_ * bytes_;
+  }
+  // The next slot and the step its refill must wait for.
+  uint64_t take(uint32_t* dep) {
+    uint64_t s = next_++ % n_;
+    *dep = plan_.work[size_t(s)];
+    return s;
+  }
+  Loc loc(uint64_t slot) const { return {BufId::Scratch, slot * bytes_}; }
+  void readBy(uint64_t slot, uint32_t step) { plan_.work[size_t(slot)] = step; }
+
+ private:
+  Plan& plan_;
+  uint64_t bytes_, n_, next_ = 0;
+};
+
+// Slot size and count for `columns` columns of `chunk` bytes, each needing up to
+// `perColumn` slots, within `scratch` bytes (at least two slots, so a send can overlap the
+// next receive).
+uint64_t slotCount(uint64_t scratch, uint64_t chunk, uint64_t columns, uint64_t perColumn) {
+  return std::max<uint64_t>(2, std::min(columns * perColumn, scratch / std::max<uint64_t>(1, chunk)));
+}
+
+// A single rank: out-of-place collectives copy their block; in place there is nothing to do.
+bool singleRank(const CollPlanArgs& a, Plan& out) {
+  if (a.nranks != 1) return false;
+  if (!a.inPlace && a.count) out.add(copy(a.count * a.typeSize, {BufId::Input, 0}, {BufId::Output, 0}));
+  return true;
+}
+
+}  // namespace
+
+uint64_t columnChunk(uint64_t bytes, uint64_t chunk, uint32_t msgsPerColumn, uint32_t typeSize) {
+  chunk = std::max<uint64_t>(chunk, typeSize);
+  chunk -= chunk % typeSize;
+  const uint64_t maxColumns = std::max<uint64_t>(1, kMaxMsgs / std::max<uint32_t>(1, msgsPerColumn));
+  if ((bytes + chunk - 1) / chunk > maxColumns) {
+    chunk = (bytes + maxColumns - 1) / maxColumns;
+    chunk = (chunk + typeSize - 1) / typeSize * typeSize;
+  }
+  return chunk;
+}
+
+void planRingAllGather(const CollPlanArgs& a, Plan& out) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t block = a.count * a.typeSize;
+  if (!block) return;
+  if (n == 1) return void(singleRank(a, out));
+  const uint32_t perColumn = uint32_t(n - 1);
+  const uint64_t chunk = columnChunk(block, a.chunkBytes, perColumn, a.typeSize);
+  const uint64_t columns = (block + chunk - 1) / chunk;
+  const int next = ring::next(r, n), prev = ring::prev(r, n);
+
+  // Phase 0: our own block into place (in place, it is there already).
+  if (!a.inPlace) out.add(copy(block, {BufId::Input, 0}, {BufId::Output, uint64_t(r) * block}));
+  // Phase 1: n-1 ring steps per column; a block is forwarded once it has arrived.
+  for (uint64_t c = 0; c < columns; ++c) {
+    const uint64_t off = c * chunk, len = std::min(chunk, block - off);
+    uint32_t arrived = kNoDep;
+    for (int s = 0; s < n - 1; ++s) {
+      const uint64_t msg = c * perColumn + uint64_t(s);
+      const int sendBlock = ring::mod(r - s, n), recvBlock = ring::mod(r - s - 1, n);
+      Loc from = s == 0 ? Loc{BufId::Input, off} : Loc{BufId::Output, uint64_t(sendBlock) * block + off};
+      out.add(transfer(StepKind::Send, next, msg, len, from, arrived));
+      arrived = out.add(transfer(StepKind::Recv, prev, msg, len, {BufId::Output, uint64_t(recvBlock) * block + off}, kNoDep));
+    }
+  }
+  out.window = uint32_t(std::min<uint64_t>(out.steps.size(), uint64_t(2 * (n - 1)) * 4));
+}
+
+void planRingReduceScatter(const CollPlanArgs& a, Plan& out) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t block = a.count * a.typeSize;
+  if (!block) return;
+  if (n == 1) return void(singleRank(a, out));
+  const uint32_t perColumn = uint32_t(n - 1);
+  uint64_t chunk = std::min(a.chunkBytes, std::max<uint64_t>(a.typeSize, a.scratchBytes / 2));
+  chunk = columnChunk(block, chunk, perColumn, a.typeSize);
+  const uint64_t columns = (block + chunk - 1) / chunk;
+  const uint64_t slotBytes = std::min(chunk, block);
+  Slots slots(out, slotBytes, slotCount(a.scratchBytes, slotBytes, columns, perColumn));
+  const int next = ring::next(r, n), prev = ring::prev(r, n);
+
+  // Per column, n-1 steps: step s sends the partial sum of block r-1-s (our raw input at
+  // s = 0), receives the partial of block r-2-s into a slot and folds our input into it;
+  // the last fold (block r) lands in the output.
+  for (uint64_t c = 0; c < columns; ++c) {
+    const uint64_t off = c * chunk, len = std::min(chunk, block - off);
+    uint32_t partial = kNoDep;  // the fold whose slot the next send reads
+    uint64_t partialSlot = 0;
+    for (int s = 0; s < n - 1; ++s) {
+      const uint64_t msg = c * perColumn + uint64_t(s);
+      const int sendBlock = ring::mod(r - 1 - s, n), recvBlock = ring::mod(r - 2 - s, n);
+      Loc from = s == 0 ? Loc{BufId::Input, uint64_t(sendBlock) * block + off} : slots.loc(partialSlot);
+      uint32_t send = out.add(transfer(StepKind::Send, next, msg, len, from, partial));
+      if (s > 0) slots.readBy(partialSlot, send);
+
+      uint32_t free;
+      uint64_t slot = slots.take(&free);
+      uint32_t recv = out.add(transfer(StepKind::Recv, prev, msg, len, slots.loc(slot), free));
+      const bool last = s == n - 2;
+      Step fold;
+      fold.kind = StepKind::Reduce;
+      fold.bytes = len;
+      fold.src = slots.loc(slot);
+      fold.src2 = {BufId::Input, uint64_t(recvBlock) * block + off};
+      fold.dst = last ? Loc{BufId::Output, off} : slots.loc(slot);
+      fold.postDivisor = last && a.average ? uint32_t(n) : 1;
+      fold.deps[0] = recv;
+      partial = out.add(fold);
+      partialSlot = slot;
+      if (last) slots.readBy(slot, partial);
+    }
+  }
+  out.window = uint32_t(std::min<uint64_t>(out.steps.size(), uint64_t(3 * (n - 1)) * 4));
+}
+
+void planChainBroadcast(const CollPlanArgs& a, Plan& out) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t bytes = a.count * a.typeSize;
+  if (!bytes) return;
+  const bool isRoot = r == a.root;
+  if (n == 1) return void(singleRank(a, out));
+  const uint64_t chunk = columnChunk(bytes, a.chunkBytes, 1, a.typeSize);
+  const int pos = ring::mod(r - a.root, n);
+  const int next = ring::next(r, n), prev = ring::prev(r, n);
+  const bool forwards = pos < n - 1;
+
+  // The root's own copy is independent of the transfers (they read the input).
+  if (isRoot && !a.inPlace) out.add(copy(bytes, {BufId::Input, 0}, {BufId::Output, 0}));
+  // Chunk k travels root -> root+1 -> ... ; a rank forwards a chunk as soon as it landed.
+  for (uint64_t off = 0, k = 0; off < bytes; off += chunk, ++k) {
+    const uint64_t len = std::min(chunk, bytes - off);
+    if (isRoot) {
+      out.add(transfer(StepKind::Send, next, k, len, {BufId::Input, off}, kNoDep));
+      continue;
+    }
+    uint32_t recv = out.add(transfer(StepKind::Recv, prev, k, len, {BufId::Output, off}, kNoDep));
+    if (forwards) out.add(transfer(StepKind::Send, next, k, len, {BufId::Output, off}, recv));
+  }
+  out.window = uint32_t(std::min<size_t>(out.steps.size(), 16));
+}
+
+void planChainReduce(const CollPlanArgs& a, Plan& out) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t bytes = a.count * a.typeSize;
+  if (!bytes) return;
+  if (n == 1) return void(singleRank(a, out));
+  uint64_t chunk = std::min(a.chunkBytes, std::max<uint64_t>(a.typeSize, a.scratchBytes / 2));
+  chunk = columnChunk(bytes, chunk, 1, a.typeSize);
+  const uint64_t columns = (bytes + chunk - 1) / chunk;
+  const int pos = ring::mod(r - a.root, n);
+  const int toRoot = ring::prev(r, n), fromTail = ring::next(r, n);
+
+  // The chain runs root-1 -> root-2 -> ... -> root: the last position sends its input,
+  // every middle position folds its input into the partial it received and passes it on,
+  // the root folds the final partial into its output.
+  if (pos == n - 1) {
+    for (uint64_t off = 0, k = 0; off < bytes; off += chunk, ++k)
+      out.add(transfer(StepKind::Send, toRoot, k, std::min(chunk, bytes - off), {BufId::Input, off}, kNoDep));
+    out.window = uint32_t(std::min<size_t>(out.steps.size(), 16));
+    return;
+  }
+  const uint64_t slotBytes = std::min(chunk, bytes);
+  Slots slots(out, slotBytes, slotCount(a.scratchBytes, slotBytes, columns, 1));
+  for (uint64_t off = 0, k = 0; off < bytes; off += chunk, ++k) {
+    const uint64_t len = std::min(chunk, bytes - off);
+    uint32_t free;
+    uint64_t slot = slots.take(&free);
+    uint32_t recv = out.add(transfer(StepKind::Recv, fromTail, k, len, slots.loc(slot), free));
+    Step fold;
+    fold.kind = StepKind::Reduce;
+    fold.bytes = len;
+    fold.src = slots.loc(slot);
+    fold.src2 = {BufId::Input, off};
+    fold.dst = pos == 0 ? Loc{BufId::Output, off} : slots.loc(slot);
+    fold.postDivisor = pos == 0 && a.average ? uint32_t(n) : 1;
+    fold.deps[0] = recv;
+    uint32_t folded = out.add(fold);
+    if (pos == 0) {
+      slots.readBy(slot, folded);
+    } else {
+      slots.readBy(slot, out.add(transfer(StepKind::Send, toRoot, k, len, slots.loc(slot), folded)));
+    }
+  }
+  out.window = uint32_t(std::min<size_t>(out.steps.size(), 24));
+}
+
+void planGather(const CollPlanArgs& a, Plan& out) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t block = a.count * a.typeSize;
+  if (!block) return;
+  if (r != a.root) {
+    out.add(transfer(StepKind::Send, a.root, 0, block, {BufId::Input, 0}, kNoDep));
+    return;
+  }
+  if (!a.inPlace) out.add(copy(block, {BufId::Input, 0}, {BufId::Output, uint64_t(r) * block}));
+  for (int k = 1; k < n; ++k) {
+    const int peer = ring::mod(r + k, n);
+    out.add(transfer(StepKind::Recv, peer, 0, block, {BufId::Output, uint64_t(peer) * block}, kNoDep));
+  }
+  out.window = uint32_t(std::max<size_t>(1, out.steps.size()));
+}
+
+void planScatter(const CollPlanArgs& a, Plan& out) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t block = a.count * a.typeSize;
+  if (!block) return;
+  if (r != a.root) {
+    out.add(transfer(StepKind::Recv, a.root, 0, block, {BufId::Output, 0}, kNoDep));
+    return;
+  }
+  if (!a.inPlace) out.add(copy(block, {BufId::Input, uint64_t(r) * block}, {BufId::Output, 0}));
+  for (int k = 1; k < n; ++k) {
+    const int peer = ring::mod(r + k, n);
+    out.add(transfer(StepKind::Send, peer, 0, block, {BufId::Input, uint64_t(peer) * block}, kNoDep));
+  }
+  out.window = uint32_t(std::max<size_t>(1, out.steps.size()));
+}
+
+void planAllToAllv(const AllToAllvArgs& a, Plan& out) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t ts = a.typeSize;
+  const size_t self = size_t(r);
+  if (a.sendCounts[self])
+    out.add(copy(a.sendCounts[self] * ts, {BufId::Input, a.sendDispls[self] * ts},
+                 {BufId::Output, a.recvDispls[self] * ts}));
+  for (int k = 1; k < n; ++k) {
+    const int to = ring::mod(r + k, n), from = ring::mod(r - k, n);
+    if (a.sendCounts[size_t(to)])
+      out.add(transfer(StepKind::Send, to, 0, a.sendCounts[size_t(to)] * ts,
+                       {BufId::Input, a.sendDispls[size_t(to)] * ts}, kNoDep));
+    if (a.recvCounts[size_t(from)])
+      out.add(transfer(StepKind::Recv, from, 0, a.recvCounts[size_t(from)] * ts,
+                       {BufId::Output, a.recvDispls[size_t(from)] * ts}, kNoDep));
+  }
+  out.window = uint32_t(std::max<size_t>(1, out.steps.size()));
+}
+
+}  // namespace tempo::algo

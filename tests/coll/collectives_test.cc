@@ -1,0 +1,450 @@
+// Every collective other than all-reduce, and point-to-point, through the public API with
+// ranks as threads: datatypes, ops, counts (0, 1, primes, fewer elements than ranks),
+// roots, in place and out of place, bit-exact against the reference values of verify.h,
+// with guard bytes around every buffer.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <tuple>
+
+#include "tests/coll/coll_fixture.h"
+#include "tests/common/verify.h"
+
+// ncclAllToAll and ncclAllToAllv are RCCL's deprecated spellings; they are tested here on purpose.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace tempo::testing {
+namespace {
+
+std::vector<size_t> countsFor(int n) { return {0, 1, 7, size_t(n) + 1, 1021, 4099}; }
+
+// Datatypes for the collectives that only move data: every element size, and formats whose
+// bytes must not be reinterpreted (fp8, bf16).
+constexpr DataType kMoveTypes[] = {DataType::Int8, DataType::Float8e5m2, DataType::Bfloat16, DataType::Float32,
+                                   DataType::Float64};
+
+// One rank's buffers, each with guards.
+struct Bufs {
+  std::vector<GuardedBuffer> in, out;
+};
+
+// The reference value of rank `r`'s input element i (the reduction rules of verify.h).
+void fill(GuardedBuffer& b, size_t count, DataType t, RedOp op, int r, int n, uint64_t seed) {
+  fillInput(b.data(), count, t, op, r, n, seed);
+}
+
+unsigned char* at(GuardedBuffer& b, size_t elems, DataType t) {
+  return static_cast<unsigned char*>(b.data()) + elems * dataTypeSize(t);
+}
+
+// Runs call(rank) on every rank, on threads or from one thread in a group, and requires
+// success everywhere.
+void runAll(const CommWorld& w, bool grouped, const std::function<ncclResult_t(int)>& call) {
+  std::vector<ncclResult_t> res;
+  if (grouped) res.assign(size_t(w.size()), w.inGroup(call));
+  else res = w.onThreads(call);
+  for (int r = 0; r < w.size(); ++r) ASSERT_EQ(res[size_t(r)], ncclSuccess) << "rank " << r << ": " << ncclGetLastError(w[r]);
+}
+
+void expectGuards(Bufs& b) {
+  for (auto& x : b.in) EXPECT_TRUE(x.guardsIntact());
+  for (auto& x : b.out) EXPECT_TRUE(x.guardsIntact());
+}
+
+using Param = std::tuple<std::string, int>;  // transport, nranks
+
+class Collectives : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    const auto& [transport, n] = GetParam();
+    // A small chunk makes even the short vectors below travel in several pipelined pieces.
+    param::overrideForTest(param::Id::ChunkSize, "192");
+    world_ = std::make_unique<CommWorld>(n, transport);
+    ASSERT_TRUE(world_->ok()) << world_->error();
+  }
+  void TearDown() override {
+    world_.reset();
+    param::overrideForTest(param::Id::ChunkSize, nullptr);
+  }
+  const CommWorld& w() const { return *world_; }
+  std::unique_ptr<CommWorld> world_;
+};
+
+TEST_P(Collectives, BroadcastDeliversTheRootsBufferToEveryRank) {
+  const int n = w().size();
+  uint64_t seed = 11;
+  for (DataType t : kMoveTypes)
+    for (size_t count : countsFor(n))
+      for (int root : {0, n - 1})
+        for (bool inPlace : {false, true}) {
+          SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count) + " root " +
+                       std::to_string(root) + (inPlace ? " in place" : ""));
+          const size_t bytes = count * dataTypeSize(t);
+          Bufs b;
+          for (int r = 0; r < n; ++r) {
+            b.in.emplace_back(bytes);
+            b.out.emplace_back(bytes);
+            fill(b.in.back(), count, t, RedOp::Sum, r, n, seed);
+          }
+          runAll(w(), (seed & 1) != 0, [&](int r) {
+            void* src = b.in[size_t(r)].data();
+            void* dst = inPlace ? src : b.out[size_t(r)].data();
+            return inPlace ? ncclBcast(dst, count, ncclDataType_t(t), root, w()[r], nullptr)
+                           : ncclBroadcast(src, dst, count, ncclDataType_t(t), root, w()[r], nullptr);
+          });
+          if (HasFatalFailure()) return;
+          GuardedBuffer want(bytes);
+          fill(want, count, t, RedOp::Sum, root, n, seed);
+          for (int r = 0; r < n; ++r)
+            EXPECT_EQ(countMismatches(inPlace ? b.in[size_t(r)].data() : b.out[size_t(r)].data(), want.data(), count, t), 0u)
+                << "rank " << r;
+          expectGuards(b);
+          ++seed;
+        }
+}
+
+TEST_P(Collectives, ReduceLeavesTheReductionOnTheRootOnly) {
+  const int n = w().size();
+  uint64_t seed = 23;
+  for (DataType t : kAllTypes)
+    for (RedOp op : kAllOps)
+      for (size_t count : {size_t(0), size_t(1), size_t(n) + 1, size_t(1021)})
+        for (bool inPlace : {false, true}) {
+          const int root = int(seed % uint64_t(n));
+          SCOPED_TRACE(std::string(dataTypeName(t)) + " " + redOpName(op) + " count " + std::to_string(count) +
+                       " root " + std::to_string(root) + (inPlace ? " in place" : ""));
+          const size_t bytes = count * dataTypeSize(t);
+          Bufs b;
+          for (int r = 0; r < n; ++r) {
+            b.in.emplace_back(bytes);
+            b.out.emplace_back(bytes);
+            fill(b.in.back(), count, t, op, r, n, seed);
+          }
+          runAll(w(), (seed & 1) != 0, [&](int r) {
+            void* src = b.in[size_t(r)].data();
+            void* dst = inPlace ? src : b.out[size_t(r)].data();
+            return ncclReduce(src, dst, count, ncclDataType_t(t), ncclRedOp_t(op), root, w()[r], nullptr);
+          });
+          if (HasFatalFailure()) return;
+          GuardedBuffer want(bytes);
+          expectedAllReduce(want.data(), count, t, op, n, seed);
+          EXPECT_EQ(countMismatches(inPlace ? b.in[size_t(root)].data() : b.out[size_t(root)].data(), want.data(),
+                                    count, t), 0u);
+          for (int r = 0; r < n && !inPlace; ++r) {  // inputs stay untouched out of place
+            GuardedBuffer orig(bytes);
+            fill(orig, count, t, op, r, n, seed);
+            EXPECT_EQ(countMismatches(b.in[size_t(r)].data(), orig.data(), count, t), 0u) << "rank " << r;
+          }
+          expectGuards(b);
+          ++seed;
+        }
+}
+
+TEST_P(Collectives, AllGatherConcatenatesEveryRanksBlockInRankOrder) {
+  const int n = w().size();
+  uint64_t seed = 31;
+  for (DataType t : kMoveTypes)
+    for (size_t count : countsFor(n))
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count) + (inPlace ? " in place" : ""));
+        const size_t bytes = count * dataTypeSize(t);
+        Bufs b;
+        for (int r = 0; r < n; ++r) {
+          b.in.emplace_back(bytes);
+          b.out.emplace_back(bytes * size_t(n));
+          fill(b.in.back(), count, t, RedOp::Sum, r, n, seed);
+          if (inPlace && bytes) std::memcpy(at(b.out.back(), size_t(r) * count, t), b.in.back().data(), bytes);
+        }
+        runAll(w(), (seed & 1) != 0, [&](int r) {
+          void* dst = b.out[size_t(r)].data();
+          const void* src = inPlace ? at(b.out[size_t(r)], size_t(r) * count, t) : b.in[size_t(r)].data();
+          return ncclAllGather(src, dst, count, ncclDataType_t(t), w()[r], nullptr);
+        });
+        if (HasFatalFailure()) return;
+        for (int j = 0; j < n; ++j) {
+          GuardedBuffer want(bytes);
+          fill(want, count, t, RedOp::Sum, j, n, seed);
+          for (int r = 0; r < n; ++r)
+            EXPECT_EQ(countMismatches(at(b.out[size_t(r)], size_t(j) * count, t), want.data(), count, t), 0u)
+                << "rank " << r << " block " << j;
+        }
+        expectGuards(b);
+        ++seed;
+      }
+}
+
+TEST_P(Collectives, ReduceScatterLeavesBlockRReducedOnRankR) {
+  const int n = w().size();
+  uint64_t seed = 41;
+  for (DataType t : kAllTypes)
+    for (RedOp op : kAllOps)
+      for (size_t count : {size_t(0), size_t(1), size_t(n) + 1, size_t(1021)})
+        for (bool inPlace : {false, true}) {
+          SCOPED_TRACE(std::string(dataTypeName(t)) + " " + redOpName(op) + " count " + std::to_string(count) +
+                       (inPlace ? " in place" : ""));
+          const size_t bytes = count * dataTypeSize(t), total = count * size_t(n);
+          Bufs b;
+          for (int r = 0; r < n; ++r) {
+            b.in.emplace_back(bytes * size_t(n));
+            b.out.emplace_back(bytes);
+            fill(b.in.back(), total, t, op, r, n, seed);
+          }
+          runAll(w(), (seed & 1) != 0, [&](int r) {
+            const void* src = b.in[size_t(r)].data();
+            void* dst = inPlace ? at(b.in[size_t(r)], size_t(r) * count, t) : b.out[size_t(r)].data();
+            return ncclReduceScatter(src, dst, count, ncclDataType_t(t), ncclRedOp_t(op), w()[r], nullptr);
+          });
+          if (HasFatalFailure()) return;
+          GuardedBuffer want(bytes * size_t(n));
+          expectedAllReduce(want.data(), total, t, op, n, seed);
+          for (int r = 0; r < n; ++r) {
+            unsigned char* got = inPlace ? at(b.in[size_t(r)], size_t(r) * count, t)
+                                         : static_cast<unsigned char*>(b.out[size_t(r)].data());
+            EXPECT_EQ(countMismatches(got, at(want, size_t(r) * count, t), count, t), 0u) << "rank " << r;
+          }
+          expectGuards(b);
+          ++seed;
+        }
+}
+
+// Rank r's send block j holds element r*n+j's values; rank r receives block j from rank j.
+TEST_P(Collectives, AllToAllTransposesBlocks) {
+  const int n = w().size();
+  uint64_t seed = 53;
+  for (DataType t : kMoveTypes)
+    for (size_t count : countsFor(n)) {
+      SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count));
+      const size_t bytes = count * dataTypeSize(t), total = count * size_t(n);
+      Bufs b;
+      for (int r = 0; r < n; ++r) {
+        b.in.emplace_back(bytes * size_t(n));
+        b.out.emplace_back(bytes * size_t(n));
+        fill(b.in.back(), total, t, RedOp::Sum, r, n, seed);
+      }
+      runAll(w(), (seed & 1) != 0, [&](int r) {
+        // Alternate the two spellings: RCCL's ncclAllToAll forwards to ncclAlltoAll.
+        return (r & 1) ? ncclAllToAll(b.in[size_t(r)].data(), b.out[size_t(r)].data(), count, ncclDataType_t(t), w()[r], nullptr)
+                       : ncclAlltoAll(b.in[size_t(r)].data(), b.out[size_t(r)].data(), count, ncclDataType_t(t), w()[r], nullptr);
+      });
+      if (HasFatalFailure()) return;
+      for (int j = 0; j < n; ++j) {
+        GuardedBuffer src(bytes * size_t(n));
+        fill(src, total, t, RedOp::Sum, j, n, seed);
+        for (int r = 0; r < n; ++r)
+          EXPECT_EQ(countMismatches(at(b.out[size_t(r)], size_t(j) * count, t), at(src, size_t(r) * count, t), count, t), 0u)
+              << "rank " << r << " block from " << j;
+      }
+      expectGuards(b);
+      ++seed;
+    }
+}
+
+// Uneven counts, some zero, with gaps between the blocks: rank r sends c(r, j) elements to
+// j, where c(r, j) = (r + 2j + k) % 4 * base; the gaps must stay untouched.
+TEST_P(Collectives, AllToAllvHonoursCountsAndDisplacements) {
+  const int n = w().size();
+  const DataType t = DataType::Float32;
+  for (size_t base : {size_t(1), size_t(37)}) {
+    for (int k = 0; k < 2; ++k) {
+      SCOPED_TRACE("base " + std::to_string(base) + " k " + std::to_string(k));
+      auto cnt = [&](int from, int to) { return size_t((from + 2 * to + k) % 4) * base; };
+      constexpr size_t kGap = 3;  // elements between blocks
+      const size_t ranks = size_t(n);
+      std::vector<std::vector<size_t>> sc(ranks), sd(ranks), rc(ranks), rd(ranks);
+      std::vector<size_t> sendTotal(ranks), recvTotal(ranks);
+      for (int r = 0; r < n; ++r)
+        for (int j = 0; j < n; ++j) {
+          sc[size_t(r)].push_back(cnt(r, j));
+          sd[size_t(r)].push_back(sendTotal[size_t(r)]);
+          sendTotal[size_t(r)] += cnt(r, j) + kGap;
+          rc[size_t(r)].push_back(cnt(j, r));
+          rd[size_t(r)].push_back(recvTotal[size_t(r)]);
+          recvTotal[size_t(r)] += cnt(j, r) + kGap;
+        }
+      Bufs b;
+      for (int r = 0; r < n; ++r) {
+        b.in.emplace_back(sendTotal[size_t(r)] * 4);
+        b.out.emplace_back(recvTotal[size_t(r)] * 4);
+        fill(b.in.back(), sendTotal[size_t(r)], t, RedOp::Sum, r, n, 7);
+        std::memset(b.out.back().data(), 0x5c, recvTotal[size_t(r)] * 4);
+      }
+      runAll(w(), k == 1, [&](int r) {
+        const size_t R = size_t(r);
+        return (r & 1) ? ncclAllToAllv(b.in[R].data(), sc[R].data(), sd[R].data(), b.out[R].data(), rc[R].data(),
+                                       rd[R].data(), ncclFloat32, w()[r], nullptr)
+                       : ncclAlltoAllv(b.in[R].data(), sc[R].data(), sd[R].data(), b.out[R].data(), rc[R].data(),
+                                       rd[R].data(), ncclFloat32, w()[r], nullptr);
+      });
+      if (HasFatalFailure()) return;
+      for (int r = 0; r < n; ++r)
+        for (int j = 0; j < n; ++j) {
+          const size_t c = cnt(j, r);
+          EXPECT_EQ(countMismatches(at(b.out[size_t(r)], rd[size_t(r)][size_t(j)], t),
+                                    at(b.in[size_t(j)], sd[size_t(j)][size_t(r)], t), c, t), 0u)
+              << "rank " << r << " from " << j;
+          const unsigned char* gap = at(b.out[size_t(r)], rd[size_t(r)][size_t(j)] + c, t);
+          for (size_t g = 0; g < kGap * 4; ++g) EXPECT_EQ(gap[g], 0x5c) << "gap after block " << j << " on rank " << r;
+        }
+      expectGuards(b);
+    }
+  }
+}
+
+TEST_P(Collectives, GatherCollectsEveryBlockOnTheRoot) {
+  const int n = w().size();
+  uint64_t seed = 61;
+  for (DataType t : kMoveTypes)
+    for (size_t count : countsFor(n))
+      for (bool inPlace : {false, true}) {
+        const int root = int(seed % uint64_t(n));
+        SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count) + " root " +
+                     std::to_string(root) + (inPlace ? " in place" : ""));
+        const size_t bytes = count * dataTypeSize(t);
+        Bufs b;
+        for (int r = 0; r < n; ++r) {
+          b.in.emplace_back(bytes);
+          b.out.emplace_back(bytes * size_t(n));
+          fill(b.in.back(), count, t, RedOp::Sum, r, n, seed);
+          if (inPlace && r == root && bytes) std::memcpy(at(b.out.back(), size_t(r) * count, t), b.in.back().data(), bytes);
+        }
+        runAll(w(), (seed & 1) != 0, [&](int r) {
+          const void* src = inPlace && r == root ? at(b.out[size_t(r)], size_t(r) * count, t) : b.in[size_t(r)].data();
+          return ncclGather(src, b.out[size_t(r)].data(), count, ncclDataType_t(t), root, w()[r], nullptr);
+        });
+        if (HasFatalFailure()) return;
+        for (int j = 0; j < n; ++j)
+          EXPECT_EQ(countMismatches(at(b.out[size_t(root)], size_t(j) * count, t), b.in[size_t(j)].data(), count, t), 0u)
+              << "block " << j;
+        expectGuards(b);
+        ++seed;
+      }
+}
+
+TEST_P(Collectives, ScatterHandsBlockRToRankR) {
+  const int n = w().size();
+  uint64_t seed = 71;
+  for (DataType t : kMoveTypes)
+    for (size_t count : countsFor(n))
+      for (bool inPlace : {false, true}) {
+        const int root = int(seed % uint64_t(n));
+        SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count) + " root " +
+                     std::to_string(root) + (inPlace ? " in place" : ""));
+        const size_t bytes = count * dataTypeSize(t), total = count * size_t(n);
+        Bufs b;
+        for (int r = 0; r < n; ++r) {
+          b.in.emplace_back(bytes * size_t(n));
+          b.out.emplace_back(bytes);
+          fill(b.in.back(), total, t, RedOp::Sum, r, n, seed);
+        }
+        runAll(w(), (seed & 1) != 0, [&](int r) {
+          void* dst = inPlace && r == root ? at(b.in[size_t(r)], size_t(r) * count, t) : b.out[size_t(r)].data();
+          return ncclScatter(b.in[size_t(r)].data(), dst, count, ncclDataType_t(t), root, w()[r], nullptr);
+        });
+        if (HasFatalFailure()) return;
+        for (int r = 0; r < n; ++r) {
+          unsigned char* got = inPlace && r == root ? at(b.in[size_t(r)], size_t(r) * count, t)
+                                                    : static_cast<unsigned char*>(b.out[size_t(r)].data());
+          EXPECT_EQ(countMismatches(got, at(b.in[size_t(root)], size_t(r) * count, t), count, t), 0u) << "rank " << r;
+        }
+        expectGuards(b);
+        ++seed;
+      }
+}
+
+// Every rank sends a distinct message to every rank, itself included, and receives one from
+// each, all in one group per rank; sends and receives are called in opposite orders on
+// alternate ranks, which a library that ran them one by one would deadlock on.
+TEST_P(Collectives, SendRecvAllPairsIncludingSelfInOneGroup) {
+  const int n = w().size();
+  const DataType t = DataType::Int32;
+  for (size_t count : {size_t(0), size_t(1), size_t(1021), size_t(70001)}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    const size_t bytes = count * 4;
+    const size_t ranks = size_t(n);
+    std::vector<std::vector<GuardedBuffer>> out(ranks), in(ranks);
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < n; ++j) {
+        in[size_t(r)].emplace_back(bytes);
+        out[size_t(r)].emplace_back(bytes);
+        fill(in[size_t(r)].back(), count, t, RedOp::Sum, r * n + j, n * n, 5);
+      }
+    auto res = w().onThreads([&](int r) {
+      ncclGroupStart();
+      for (int k = 0; k < n; ++k) {
+        const int j = (r & 1) ? n - 1 - k : k;
+        ncclRecv(out[size_t(r)][size_t(j)].data(), count, ncclInt32, j, w()[r], nullptr);
+        ncclSend(in[size_t(r)][size_t(j)].data(), count, ncclInt32, j, w()[r], nullptr);
+      }
+      return ncclGroupEnd();
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w()[r]);
+      for (int j = 0; j < n; ++j) {
+        EXPECT_EQ(countMismatches(out[size_t(r)][size_t(j)].data(), in[size_t(j)][size_t(r)].data(), count, t), 0u)
+            << "rank " << r << " from " << j;
+        EXPECT_TRUE(out[size_t(r)][size_t(j)].guardsIntact());
+      }
+    }
+  }
+}
+
+// Two ranks exchange while the others run an all-reduce alone: point-to-point traffic
+// between some ranks must not shift the collective numbering of the rest.
+TEST_P(Collectives, PointToPointBetweenTwoRanksLeavesTheOthersCollectivesAlone) {
+  const int n = w().size();
+  if (n < 2) GTEST_SKIP() << "needs two ranks";
+  std::vector<float> x(size_t(n), 0), y(size_t(n), 0), sum(size_t(n) * 8, 1.0f);
+  auto res = w().onThreads([&](int r) {
+    if (r < 2) {
+      ncclGroupStart();
+      ncclSend(&x[size_t(r)], 1, ncclFloat32, 1 - r, w()[r], nullptr);
+      ncclRecv(&y[size_t(r)], 1, ncclFloat32, 1 - r, w()[r], nullptr);
+      ncclResult_t e = ncclGroupEnd();
+      if (e != ncclSuccess) return e;
+    }
+    float* v = &sum[size_t(r) * 8];
+    return ncclAllReduce(v, v, 8, ncclFloat32, ncclSum, w()[r], nullptr);
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w()[r]);
+    EXPECT_EQ(sum[size_t(r) * 8 + 7], float(n));
+  }
+}
+
+// A collective and point-to-point calls in one group, called in different orders on
+// different ranks, and several communicators' calls in one group from one thread.
+TEST_P(Collectives, MixedGroupsOfCollectivesAndPointToPoint) {
+  const int n = w().size();
+  std::vector<std::vector<float>> ring(size_t(n), std::vector<float>(64)), got(size_t(n), std::vector<float>(64)),
+      red(size_t(n), std::vector<float>(33, 2.0f));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < 64; ++i) ring[size_t(r)][i] = float(r * 1000 + int(i));
+  ASSERT_EQ(w().inGroup([&](int r) {
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    ncclResult_t e = ncclSuccess;
+    if (r & 1) e = ncclAllReduce(red[size_t(r)].data(), red[size_t(r)].data(), 33, ncclFloat32, ncclSum, w()[r], nullptr);
+    if (e == ncclSuccess) e = ncclSend(ring[size_t(r)].data(), 64, ncclFloat32, next, w()[r], nullptr);
+    if (e == ncclSuccess) e = ncclRecv(got[size_t(r)].data(), 64, ncclFloat32, prev, w()[r], nullptr);
+    if (!(r & 1) && e == ncclSuccess)
+      e = ncclAllReduce(red[size_t(r)].data(), red[size_t(r)].data(), 33, ncclFloat32, ncclSum, w()[r], nullptr);
+    return e;
+  }), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    const int prev = (r + n - 1) % n;
+    EXPECT_EQ(got[size_t(r)], ring[size_t(prev)]) << "rank " << r;
+    EXPECT_EQ(red[size_t(r)][32], 2.0f * float(n));
+  }
+}
+
+std::string name(const ::testing::TestParamInfo<Param>& p) {
+  return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(Loopback, Collectives,
+                         ::testing::Combine(::testing::Values("loopback"), ::testing::Values(1, 2, 3, 4, 5, 8)), name);
+INSTANTIATE_TEST_SUITE_P(Libfabric, Collectives,
+                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(3)), name);
+
+}  // namespace
+}  // namespace tempo::testing
