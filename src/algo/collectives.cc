@@ -67,6 +67,23 @@ bool singleRank(const CollPlanArgs& a, Plan& out) {
 
 }  // namespace
 
+void prependFingerprint(Plan& plan, int next, int prev, uint32_t msg, Loc mine, Loc theirs, uint64_t bytes) {
+  constexpr uint32_t kAdded = 3;
+  for (Step& s : plan.steps)
+    for (uint32_t& d : s.deps)
+      if (d != kNoDep) d += kAdded;
+  Step check;
+  check.kind = StepKind::Check;
+  check.peer = prev;
+  check.bytes = bytes;
+  check.src = theirs;
+  check.src2 = mine;
+  check.deps[0] = 1;
+  plan.steps.insert(plan.steps.begin(), {transfer(StepKind::Send, next, msg, bytes, mine, kNoDep),
+                                         transfer(StepKind::Recv, prev, msg, bytes, theirs, kNoDep), check});
+  plan.window += kAdded;
+}
+
 uint64_t columnChunk(uint64_t bytes, uint64_t chunk, uint32_t msgsPerColumn, uint32_t typeSize) {
   chunk = std::max<uint64_t>(chunk, typeSize);
   chunk -= chunk % typeSize;

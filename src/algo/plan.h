@@ -25,6 +25,7 @@ enum class StepKind : uint8_t {
   Recv,    // receive `bytes` from `peer` into dst
   Reduce,  // dst = src (op) src2, `bytes` long; then divide by postDivisor if > 1
   Copy,    // dst = src
+  Check,   // the op's verify hook compares src (received from `peer`) with src2 (ours)
 };
 
 inline constexpr uint32_t kNoDep = UINT32_MAX;
@@ -39,6 +40,13 @@ struct Step {
   Loc src, src2, dst;
   uint32_t deps[2] = {kNoDep, kNoDep};
 };
+
+struct Plan;
+// Puts mismatch detection in front of a plan: send our `bytes`-byte fingerprint at `mine`
+// to `next` and receive `prev`'s into `theirs` as message `msg`, then a Check step. The
+// plan's own steps do not wait for it (detection costs no latency); their dependencies
+// are renumbered.
+void prependFingerprint(Plan& plan, int next, int prev, uint32_t msg, Loc mine, Loc theirs, uint64_t bytes);
 
 struct Plan {
   std::vector<Step> steps;

@@ -1,7 +1,10 @@
 #include "src/bootstrap/bootstrap.h"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 
 #include "src/bootstrap/root.h"
@@ -137,6 +140,40 @@ Status Bootstrap::allGather(std::span<std::byte> data, size_t blockBytes, Deadli
 Status Bootstrap::barrier(Deadline deadline) {
   std::vector<std::byte> tokens(static_cast<size_t>(nranks_));
   return allGather(tokens, 1, deadline);
+}
+
+void Bootstrap::notifyNeighbours(Status status, const std::string& reason) {
+  if (notified_ || nranks_ <= 1) return;
+  notified_ = true;
+  ErrorReply e{int32_t(status), reason};
+  std::vector<uint8_t> frame = encodeAbort(e);
+  auto bytes = std::as_bytes(std::span(frame));
+  Deadline soon = Deadline::after(200000000);
+  (void)next_.sendAll(bytes, soon);
+  if (prev_.fd() != next_.fd()) (void)prev_.sendAll(bytes, soon);
+}
+
+Status Bootstrap::pollNotice(std::string* reason) {
+  if (nranks_ <= 1) return Status::Success;
+  for (const Socket* s : {&next_, &prev_}) {
+    if (!s->valid()) continue;
+    pollfd p{s->fd(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) continue;
+    std::byte peek;
+    if (::recv(s->fd(), &peek, 1, MSG_PEEK | MSG_DONTWAIT) != 1) continue;  // closed: neighbourGone()
+    Deadline soon = Deadline::after(500000000);
+    std::array<uint8_t, kHeaderBytes> hdr;
+    TEMPO_TRY(s->recvAll(std::as_writable_bytes(std::span(hdr)), soon));
+    TEMPO_ASSIGN(Header h, decodeHeader(hdr, kMaxAbortBytes));
+    std::vector<uint8_t> payload(h.length);
+    TEMPO_TRY(s->recvAll(std::as_writable_bytes(std::span(payload)), soon));
+    if (h.type != MsgType::Abort)
+      return fail(Status::InternalError, "bootstrap: unexpected message type %d from a ring neighbour", int(h.type));
+    TEMPO_ASSIGN(ErrorReply e, decodeError(payload));
+    *reason = e.reason;
+    return e.status > 0 && e.status <= int32_t(Status::Timeout) ? Status(e.status) : Status::RemoteError;
+  }
+  return Status::Success;
 }
 
 bool Bootstrap::neighbourGone() const {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "src/bootstrap/socket.h"
@@ -40,6 +41,14 @@ class Bootstrap {
   Status barrier(Deadline deadline);
   // True if a ring neighbour's connection has closed (it exited or aborted).
   bool neighbourGone() const;
+  // Failure propagation around the ring, once the communicator is unusable: tells both
+  // ring neighbours why (best effort, bounded wait). A rank that receives a notice
+  // forwards it once, so every rank learns of it within about n/2 checks.
+  void notifyNeighbours(Status status, const std::string& reason);
+  // A notice from a ring neighbour, if one has arrived: its status, with its reason in
+  // *reason. Success when none is waiting. Nonblocking but for reading a notice that has
+  // started to arrive.
+  Status pollNotice(std::string* reason);
 
  private:
   Bootstrap() = default;
@@ -50,6 +59,7 @@ class Bootstrap {
   Secret secret_{};
   std::vector<PeerInfo> peers_;
   Socket listener_, next_, prev_;
+  bool notified_ = false;
 };
 
 }  // namespace tempo::bootstrap

@@ -180,7 +180,7 @@ Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t 
   uint16_t type = r.u16();
   r.u16();
   uint32_t length = r.u32();
-  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::PeerHello)) return malformed("header (type)");
+  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Abort)) return malformed("header (type)");
   if (length > maxLength)
     return fail(Status::InvalidArgument, "bootstrap: message of %u bytes exceeds the limit of %u", length,
                 maxLength);
@@ -232,15 +232,20 @@ Result<Table> decodeTable(std::span<const uint8_t> payload, int expectRanks) {
   return t;
 }
 
-std::vector<uint8_t> encodeError(const ErrorReply& e) {
+namespace {
+std::vector<uint8_t> encodeStatusReason(MsgType type, const ErrorReply& e) {
   std::vector<uint8_t> p;
   Writer w(p);
   w.u32(uint32_t(e.status));
   std::string reason = e.reason.substr(0, 400);
   w.u32(uint32_t(reason.size()));
   w.bytes(reason.data(), reason.size());
-  return framed(MsgType::Error, p);
+  return framed(type, p);
 }
+}  // namespace
+
+std::vector<uint8_t> encodeError(const ErrorReply& e) { return encodeStatusReason(MsgType::Error, e); }
+std::vector<uint8_t> encodeAbort(const ErrorReply& e) { return encodeStatusReason(MsgType::Abort, e); }
 
 Result<ErrorReply> decodeError(std::span<const uint8_t> payload) {
   Reader r(payload);

@@ -47,11 +47,13 @@ enum class MsgType : uint16_t {
   Table = 2,      // root -> rank: comm nonce, PeerInfo of every rank
   Error = 3,      // root -> rank: status and reason
   PeerHello = 4,  // rank -> rank: secret, comm nonce, sender rank, purpose
+  Abort = 5,      // rank -> ring neighbour: the communicator failed; status and reason
 };
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMsgMagic = 0x424d5054;  // "TPMB"
 inline constexpr uint32_t kMaxHelloBytes = 512;
 inline constexpr uint32_t kMaxTableRanks = 1u << 20;
+inline constexpr uint32_t kMaxAbortBytes = 1024;
 
 struct Header {
   MsgType type;
@@ -84,6 +86,8 @@ struct ErrorReply {
 };
 std::vector<uint8_t> encodeError(const ErrorReply& e);
 Result<ErrorReply> decodeError(std::span<const uint8_t> payload);
+// An Abort notice carries the same fields as an Error reply.
+std::vector<uint8_t> encodeAbort(const ErrorReply& e);
 
 struct PeerHello {
   enum Purpose : uint32_t { kRing = 1, kP2p = 2 };

@@ -186,6 +186,7 @@ engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
   op->op = a.op;
   op->coll = a.coll;
   op->p2p = a.p2p != P2p::None;
+  op->verify = nullptr;
   op->payloadBytes = payloadBytes;
   return op;
 }
@@ -312,8 +313,77 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
       release(op);
       return fail(Status::InternalError, "point-to-point calls are planned by prepareP2p");
   }
+  addFingerprint(*op, a);
   logCall(a, engine_->nextSeq());
   return op;
+}
+
+namespace {
+
+// The fingerprint every collective sends to the next ring rank (32 bytes, little endian).
+struct Fingerprint {
+  uint32_t magic = 0x31504654;  // "TFP1"
+  uint8_t coll = 0, type = 0, op = 0, pad = 0;
+  int32_t root = -1;
+  uint32_t pad2 = 0;
+  uint64_t seq = 0;
+  uint64_t count = 0;
+};
+static_assert(sizeof(Fingerprint) == 32);
+
+const char* opText(uint8_t op) { return redOpName(RedOp(op)); }
+
+// Compares the previous rank's fingerprint with ours; names the first field that differs,
+// both values and both ranks.
+Status verifyFingerprint(const engine::Op& op, int rank, int peer) {
+  Fingerprint mine, theirs;
+  memcpy(&mine, op.fingerprint.data(), sizeof mine);
+  memcpy(&theirs, op.peerFingerprint.data(), sizeof theirs);
+  const char* name = engine::collName(engine::CollKind(mine.coll));
+  const unsigned long seq = (unsigned long)mine.seq;
+  if (theirs.magic != mine.magic)
+    return fail(Status::InvalidUsage, "collective #%lu (%s): rank %d received a malformed fingerprint from rank %d",
+                seq, name, rank, peer);
+  if (theirs.coll != mine.coll)
+    return fail(Status::InvalidUsage,
+                "collective mismatch at collective #%lu: field collective is %s on rank %d but %s on rank %d", seq,
+                name, rank, engine::collName(engine::CollKind(theirs.coll)), peer);
+  if (theirs.count != mine.count)
+    return fail(Status::InvalidUsage, "%s mismatch at collective #%lu: field count is %lu on rank %d but %lu on rank %d",
+                name, seq, (unsigned long)mine.count, rank, (unsigned long)theirs.count, peer);
+  if (theirs.type != mine.type)
+    return fail(Status::InvalidUsage, "%s mismatch at collective #%lu: field datatype is %s on rank %d but %s on rank %d",
+                name, seq, dataTypeName(DataType(mine.type)), rank, dataTypeName(DataType(theirs.type)), peer);
+  if (theirs.op != mine.op)
+    return fail(Status::InvalidUsage, "%s mismatch at collective #%lu: field op is %s on rank %d but %s on rank %d", name,
+                seq, opText(mine.op), rank, opText(theirs.op), peer);
+  if (theirs.root != mine.root)
+    return fail(Status::InvalidUsage, "%s mismatch at collective #%lu: field root is %d on rank %d but %d on rank %d",
+                name, seq, mine.root, rank, theirs.root, peer);
+  if (theirs.seq != mine.seq)
+    return fail(Status::InvalidUsage, "%s mismatch: rank %d is at collective #%lu but rank %d at #%lu", name, rank, seq,
+                peer, (unsigned long)theirs.seq);
+  return Status::Success;
+}
+
+}  // namespace
+
+void Communicator::addFingerprint(engine::Op& op, const CollArgs& a) {
+  if (nranks_ == 1 || !param::CheckMismatch()) return;
+  Fingerprint f;
+  f.coll = uint8_t(a.coll);
+  f.type = uint8_t(a.type);
+  const bool reduces = a.coll == engine::CollKind::AllReduce || a.coll == engine::CollKind::Reduce ||
+                       a.coll == engine::CollKind::ReduceScatter;
+  f.op = reduces ? uint8_t(a.op) : 0;
+  f.root = a.root;
+  f.seq = engine_->nextSeq();
+  f.count = a.coll == engine::CollKind::AllToAllv ? 0 : a.count;  // v-counts differ by design
+  memcpy(op.fingerprint.data(), &f, sizeof f);
+  op.verify = verifyFingerprint;
+  auto at = [](const void* p) { return algo::Loc{algo::BufId::Absolute, uint64_t(uintptr_t(p))}; };
+  algo::prependFingerprint(op.plan, (rank_ + 1) % nranks_, (rank_ + nranks_ - 1) % nranks_, kFingerprintMsg,
+                           at(op.fingerprint.data()), at(op.peerFingerprint.data()), sizeof f);
 }
 
 Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
@@ -393,9 +463,30 @@ void Communicator::recordError(Status s) {
   if (ok(s) || s == Status::InProgress) return;
   int expected = 0;
   if (asyncError_.compare_exchange_strong(expected, int(s), std::memory_order_acq_rel)) {
-    std::lock_guard<std::mutex> lock(errMu_);
-    errMsg_ = lastErrorMessage();
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(errMu_);
+      why = lastErrorMessage();
+      if (why.empty()) why = std::string(statusName(s)) + " on rank " + std::to_string(rank_);
+      errMsg_ = why;
+    }
+    // The other ranks may be waiting on this one inside the same collective: tell them,
+    // around the ring, rather than leave them to their timeouts.
+    if (boot_) boot_->notifyNeighbours(s, why);
   }
+}
+
+Status Communicator::explainFailure(Status s) {
+  if (s == Status::InvalidUsage || s == Status::InvalidArgument || !boot_) return s;
+  std::string why;
+  const Deadline deadline = Deadline::after(300 * 1000 * 1000);  // a notice follows its abort closely
+  while (!deadline.expired()) {
+    Status notice = boot_->pollNotice(&why);
+    if (!ok(notice)) return fail(notice, "%s", why.c_str());
+    if (boot_->neighbourGone()) break;
+    usleep(2000);
+  }
+  return s;
 }
 
 std::string Communicator::errorMessage() const {
@@ -404,6 +495,11 @@ std::string Communicator::errorMessage() const {
 }
 
 Status Communicator::check() {
+  std::string why;
+  if (boot_) {
+    Status notice = boot_->pollNotice(&why);
+    if (!ok(notice)) return fail(notice, "%s", why.empty() ? "a ring neighbour failed" : why.c_str());
+  }
   if (boot_ && boot_->neighbourGone())
     return fail(Status::RemoteError,
                 "rank %d: a ring neighbour closed its connection (the peer process exited or aborted)", rank_);

@@ -71,8 +71,12 @@ class Communicator : public engine::Liveness {
 
   // The error that made this communicator unusable (Success while healthy).
   Status asyncError() const { return Status(asyncError_.load(std::memory_order_acquire)); }
-  // Remembers the first fatal error and the calling thread's message for it.
+  // Remembers the first fatal error and the calling thread's message for it, and tells
+  // the ring neighbours (who forward it), so that every rank learns why.
   void recordError(Status s);
+  // A transfer that failed because a peer gave up is a symptom: waits briefly for the
+  // peer's notice and returns its cause (status and message) when one arrives, else `s`.
+  Status explainFailure(Status s);
   std::string errorMessage() const;
 
   // Completes outstanding work (host collectives are complete on return, so nothing is
@@ -90,6 +94,10 @@ class Communicator : public engine::Liveness {
   void logCall(const CollArgs& a, uint64_t seq) const;
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
   engine::Op* takeOp(const CollArgs& a, uint64_t payloadBytes);
+  // Mismatch detection (TEMPO_CHECK_MISMATCH): the call's fingerprint travels to the next
+  // ring rank as message kFingerprintMsg ahead of the plan, and is checked there.
+  void addFingerprint(engine::Op& op, const CollArgs& a);
+  static constexpr uint32_t kFingerprintMsg = 0xffff;
 
   int rank_ = 0, nranks_ = 1, device_ = 0;
   uint64_t commHash_ = 0;

@@ -76,8 +76,9 @@ Status runBatch(std::span<const Item> items) {
   for (size_t i = 0; i < ops.size(); ++i) {
     Communicator* c = opComms[i];
     if (!ok(ops[i]->status)) {
-      c->recordError(ops[i]->status);
-      if (ok(first)) first = ops[i]->status;
+      const Status st = c->explainFailure(ops[i]->status);
+      c->recordError(st);
+      if (ok(first) || first == ops[i]->status) first = st;
     }
     c->release(ops[i]);
   }

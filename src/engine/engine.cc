@@ -16,6 +16,7 @@ namespace {
 
 enum : uint8_t { kWaiting = 0, kPosted = 1, kDone = 2 };
 constexpr int kMaxPosted = 256;
+constexpr int64_t kLivenessCheckNs = 100 * 1000 * 1000;
 
 // Tag of one message (40 bits): a collective's is its sequence number (23 bits) and the
 // message index within it (16 bits); a point-to-point message's has the top bit set and
@@ -143,6 +144,14 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
     case algo::StepKind::Copy:
       if (s.bytes) memmove(resolve(op, s.dst), resolve(op, s.src), s.bytes);
       break;
+    case algo::StepKind::Check: {
+      Status st = op.verify ? op.verify(op, rank_, s.peer) : Status::Success;
+      if (!ok(st)) {
+        finish(op, st);
+        return Start::Done;
+      }
+      break;
+    }
   }
   op.state[i] = kDone;
   return Start::Done;
@@ -210,6 +219,14 @@ int Engine::advance(Op& op) {
 
 void Engine::finish(Op& op, Status s) {
   if (op.done) return;
+  // A mismatched call often fails in the data path first (a message of the wrong size).
+  // When the peer's fingerprint is already here, report the mismatch it reveals instead:
+  // the cause, not the symptom. (The fingerprint steps are the plan's first three.)
+  if (!ok(s) && op.verify && op.plan.steps.size() >= 3 && op.state[1] == kDone && op.state[2] != kDone) {
+    op.state[2] = kDone;
+    Status v = op.verify(op, rank_, op.plan.steps[2].peer);
+    if (!ok(v)) s = v;
+  }
   op.status = s;
   op.done = true;
   op.record.tExit = nowNs();
@@ -225,6 +242,7 @@ int Engine::progress() {
   while (!queue_.empty()) {
     Op& op = *queue_.front();
     if (!op.done) work += advance(op);
+    if (queue_.empty()) break;  // the op failed: abort() has already drained the queue
     if (!op.done) break;
     queue_.pop_front();
     ++work;
@@ -276,6 +294,16 @@ Status waitAll(std::span<Engine* const> engines) {
     int64_t now = nowNs();
     if (!idleSince) idleSince = lastCheck = now;
     int64_t idle = now - idleSince;
+    // Every 100 ms without progress, ask whether a peer is gone or has reported a failure
+    // (a collective mismatch, an abort), so that no wait outlives the job's failure.
+    if (now - lastCheck >= kLivenessCheckNs) {
+      lastCheck = now;
+      for (Engine* e : engines) {
+        if (e->idle() || !e->liveness()) continue;
+        Status s = e->liveness()->check();
+        if (!ok(s)) e->abort(s);
+      }
+    }
     if (idle < spinNs) {
       for (int i = 0; i < 16; ++i) cpuRelax();
       continue;
@@ -297,14 +325,6 @@ Status waitAll(std::span<Engine* const> engines) {
     if (waitable == 1) only->wait(sleepNs);
     else std::this_thread::sleep_for(std::chrono::nanoseconds(sleepNs));
     sleepNs = std::min<int64_t>(sleepNs * 2, 1000000);
-    if (now - lastCheck >= 1000000000) {
-      lastCheck = now;
-      for (Engine* e : engines) {
-        if (e->idle() || !e->liveness()) continue;
-        Status s = e->liveness()->check();
-        if (!ok(s)) e->abort(s);
-      }
-    }
   }
 }
 

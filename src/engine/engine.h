@@ -86,6 +86,11 @@ struct Op {
   // per-peer, per-direction message counter both sides keep, so that pairs of ranks can
   // exchange messages while the others do not (tags in a space of their own).
   bool p2p = false;
+  // Mismatch detection: this rank's fingerprint of the call, sent to the next ring rank,
+  // and the previous rank's, received by the plan's first steps; the Check step calls
+  // verify(op, thisRank, peer), whose error fails the op.
+  std::array<std::byte, 32> fingerprint{}, peerFingerprint{};
+  Status (*verify)(const Op& op, int rank, int peer) = nullptr;
 
   // Engine state.
   uint64_t seq = 0;
@@ -97,7 +102,7 @@ struct Op {
   OpRecord record;
 };
 
-// Consulted about once a second while a wait is idle; returns an error when a peer is
+// Consulted every 100 ms while a wait is idle; returns an error when a peer is
 // known to be gone, which fails the wait instead of letting it hang.
 struct Liveness {
   virtual ~Liveness() = default;
@@ -184,7 +189,7 @@ class Engine {
 // Drives `engines` until each is idle (or failed), backing off when there is no work:
 // spin for the engines' spin time, then yield until TEMPO_YIELD_US, then sleep in growing steps
 // (waiting on the transport where there is a single endpoint to wait on). Each engine's
-// Liveness is consulted about once a second of idleness and may fail the wait.
+// Liveness is consulted every 100 ms without progress and may fail the wait.
 Status waitAll(std::span<Engine* const> engines);
 
 }  // namespace tempo::engine

@@ -226,6 +226,8 @@ class Simulator {
         s.state[i] = 1;
         return true;
       }
+      case StepKind::Check:  // compares fingerprints; moves no data
+        break;
       case StepKind::Reduce: {
         Range a = range(st.src, st.bytes), b = range(st.src2, st.bytes), d = range(st.dst, st.bytes);
         if (!inBounds(s, a) || !inBounds(s, b) || !inBounds(s, d)) return false;
