@@ -1,25 +1,13 @@
 // all_reduce_perf: nccl-tests' all-reduce benchmark on Tempo (host memory).
 // count = bytes / typesize on every rank; in place, sendbuff == recvbuff;
 // busbw = algbw * 2(n-1)/n.
-#include <cstring>
-
 #include "bench/common/harness.h"
+#include "bench/common/shapes.h"
 #include "bench/common/types.h"
 
 namespace {
 
 using namespace tempo::bench;
-
-CollCounts counts(size_t count, size_t, int) {
-  CollCounts c;
-  c.sendCount = c.recvCount = c.paramCount = count;
-  return c;
-}
-
-void initData(const CollCounts& c, const RankData& r, const DataSpec& d, int, bool inPlace) {
-  if (!inPlace) std::memset(r.recv, 0, c.recvCount * typeSize(d.type));
-  prepareInput(r.send, c.sendCount, 0, d, r.rank);  // in place, send == recv
-}
 
 CheckResult check(const CollCounts& c, const RankData& r, const DataSpec& d, int, bool inPlace) {
   CheckResult res;
@@ -39,7 +27,7 @@ ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type
   return ncclAllReduce(send, recv, count, type, op, comm, stream);
 }
 
-constexpr CollTest kAllReduce{"AllReduce", false, true, counts, initData, check, getBw, run};
+constexpr CollTest kAllReduce{"AllReduce", false, true, sameCounts, ownInputs, check, getBw, run};
 
 }  // namespace
 

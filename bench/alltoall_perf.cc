@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bench/common/harness.h"
+#include "bench/common/shapes.h"
 #include "bench/common/types.h"
 
 namespace {
@@ -32,17 +33,12 @@ CheckResult check(const CollCounts& c, const RankData& r, const DataSpec& d, int
   return res;
 }
 
-void getBw(size_t count, size_t typeSize, double sec, double* algBw, double* busBw, int n) {
-  *algBw = double(count * typeSize) * n / 1.0e9 / sec;
-  *busBw = *algBw * double(n - 1) / n;
-}
-
 ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t, int, ncclComm_t comm,
                  hipStream_t stream) {
   return ncclAlltoAll(send, recv, count, type, comm, stream);
 }
 
-constexpr CollTest kAllToAll{"AllToAll", false, false, counts, initData, check, getBw, run, /*inPlace=*/false};
+constexpr CollTest kAllToAll{"AllToAll", false, false, counts, initData, check, gatheredBw, run, /*inPlace=*/false};
 
 }  // namespace
 

@@ -3,17 +3,12 @@
 #include <cstring>
 
 #include "bench/common/harness.h"
+#include "bench/common/shapes.h"
 #include "bench/common/types.h"
 
 namespace {
 
 using namespace tempo::bench;
-
-CollCounts counts(size_t count, size_t, int) {
-  CollCounts c;
-  c.sendCount = c.recvCount = c.paramCount = count;
-  return c;
-}
 
 void initData(const CollCounts& c, const RankData& r, const DataSpec& d, int root, bool) {
   std::memset(r.recv, 0, c.recvCount * typeSize(d.type));
@@ -27,16 +22,12 @@ CheckResult check(const CollCounts& c, const RankData& r, const DataSpec& d, int
   return res;
 }
 
-void getBw(size_t count, size_t typeSize, double sec, double* algBw, double* busBw, int) {
-  *algBw = *busBw = double(count * typeSize) / 1.0e9 / sec;
-}
-
 ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t, int root,
                  ncclComm_t comm, hipStream_t stream) {
   return ncclBroadcast(send, recv, count, type, root, comm, stream);
 }
 
-constexpr CollTest kBroadcast{"Broadcast", true, false, counts, initData, check, getBw, run};
+constexpr CollTest kBroadcast{"Broadcast", true, false, sameCounts, initData, check, flatBw, run};
 
 }  // namespace
 

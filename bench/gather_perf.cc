@@ -2,26 +2,13 @@
 // count = size / nranks elements; the root's output holds them in rank order. In place on
 // the root: sendbuff = recvbuff + root * count. algbw counts count * nranks elements;
 // busbw = algbw * (n-1)/n.
-#include <cstring>
-
 #include "bench/common/harness.h"
+#include "bench/common/shapes.h"
 #include "bench/common/types.h"
 
 namespace {
 
 using namespace tempo::bench;
-
-CollCounts counts(size_t count, size_t eltSize, int n) {
-  CollCounts c;
-  c.sendCount = c.paramCount = c.sendInplaceOffset = perRankCount16(count, eltSize, n);
-  c.recvCount = c.sendCount * size_t(n);
-  return c;
-}
-
-void initData(const CollCounts& c, const RankData& r, const DataSpec& d, int, bool inPlace) {
-  if (!inPlace) std::memset(r.recv, 0, c.recvCount * typeSize(d.type));
-  prepareInput(r.send, c.sendCount, 0, d, r.rank);
-}
 
 CheckResult check(const CollCounts& c, const RankData& r, const DataSpec& d, int root, bool inPlace) {
   CheckResult res;
@@ -32,17 +19,12 @@ CheckResult check(const CollCounts& c, const RankData& r, const DataSpec& d, int
   return res;
 }
 
-void getBw(size_t count, size_t typeSize, double sec, double* algBw, double* busBw, int n) {
-  *algBw = double(count * typeSize) * n / 1.0e9 / sec;
-  *busBw = *algBw * double(n - 1) / n;
-}
-
 ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t, int root,
                  ncclComm_t comm, hipStream_t stream) {
   return ncclGather(send, recv, count, type, root, comm, stream);
 }
 
-constexpr CollTest kGather{"Gather", true, false, counts, initData, check, getBw, run};
+constexpr CollTest kGather{"Gather", true, false, gatheringCounts, ownInputs, check, gatheredBw, run};
 
 }  // namespace
 

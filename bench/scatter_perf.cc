@@ -5,18 +5,12 @@
 #include <cstring>
 
 #include "bench/common/harness.h"
+#include "bench/common/shapes.h"
 #include "bench/common/types.h"
 
 namespace {
 
 using namespace tempo::bench;
-
-CollCounts counts(size_t count, size_t eltSize, int n) {
-  CollCounts c;
-  c.recvCount = c.paramCount = c.recvInplaceOffset = perRankCount16(count, eltSize, n);
-  c.sendCount = c.recvCount * size_t(n);
-  return c;
-}
 
 void initData(const CollCounts& c, const RankData& r, const DataSpec& d, int root, bool inPlace) {
   if (!inPlace) std::memset(r.recv, 0, c.recvCount * typeSize(d.type));
@@ -30,17 +24,12 @@ CheckResult check(const CollCounts& c, const RankData& r, const DataSpec& d, int
   return res;
 }
 
-void getBw(size_t count, size_t typeSize, double sec, double* algBw, double* busBw, int n) {
-  *algBw = double(count * typeSize) * n / 1.0e9 / sec;
-  *busBw = *algBw * double(n - 1) / n;
-}
-
 ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t, int root,
                  ncclComm_t comm, hipStream_t stream) {
   return ncclScatter(send, recv, count, type, root, comm, stream);
 }
 
-constexpr CollTest kScatter{"Scatter", true, false, counts, initData, check, getBw, run};
+constexpr CollTest kScatter{"Scatter", true, false, scatteringCounts, initData, check, gatheredBw, run};
 
 }  // namespace
 

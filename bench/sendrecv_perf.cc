@@ -5,17 +5,12 @@
 #include <cstring>
 
 #include "bench/common/harness.h"
+#include "bench/common/shapes.h"
 #include "bench/common/types.h"
 
 namespace {
 
 using namespace tempo::bench;
-
-CollCounts counts(size_t count, size_t, int) {
-  CollCounts c;
-  c.sendCount = c.recvCount = c.paramCount = count;
-  return c;
-}
 
 void initData(const CollCounts& c, const RankData& r, const DataSpec& d, int, bool) {
   std::memset(r.recv, 0, c.recvCount * typeSize(d.type));
@@ -27,10 +22,6 @@ CheckResult check(const CollCounts& c, const RankData& r, const DataSpec& d, int
   res.wrong = countWrongInput(r.recv, c.recvCount, 0, d, (r.rank + d.nranks - 1) % d.nranks);
   res.clobbered = countWrongInput(r.send, c.sendCount, 0, d, r.rank);
   return res;
-}
-
-void getBw(size_t count, size_t typeSize, double sec, double* algBw, double* busBw, int) {
-  *algBw = *busBw = double(count * typeSize) / 1.0e9 / sec;
 }
 
 ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t, int, ncclComm_t comm,
@@ -45,7 +36,7 @@ ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type
   return r != ncclSuccess ? r : e;
 }
 
-constexpr CollTest kSendRecv{"SendRecv", false, false, counts, initData, check, getBw, run, /*inPlace=*/false};
+constexpr CollTest kSendRecv{"SendRecv", false, false, sameCounts, initData, check, flatBw, run, /*inPlace=*/false};
 
 }  // namespace
 
