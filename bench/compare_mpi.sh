@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# compare_mpi.sh -- Tempo's all_reduce_perf against Open MPI's MPI_Allreduce, side by side.
+# compare_mpi.sh -- Tempo's perf tools against Open MPI's collectives, side by side.
 #
-#   bench/compare_mpi.sh [--np "2 4"] [-b 64K] [-e 64M] [-f 2] [--rounds R]
+#   bench/compare_mpi.sh [--colls "all_reduce all_gather reduce_scatter broadcast"]
+#                        [--np "2 4"] [-b 64K] [-e 64M] [-f 2] [--rounds R]
 #                        [--iters N] [--warmup W] [--check] [--sweep] [build dir]
 #
-# For each process count, runs in every round (default 3) the three contenders, in an order
-# that rotates from round to round so none always runs first on a noisy machine:
-#   tempo      build/bench/all_reduce_perf, launched with build/tools/tempo-run (env-based
+# For each collective (default all_reduce) and process count, runs in every round (default
+# 3) the three contenders, in an order that rotates from round to round so none always runs
+# first on a noisy machine:
+#   tempo      build/bench/<coll>_perf, launched with build/tools/tempo-run (env-based
 #              bootstrap: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; no MPI in Tempo's path)
-#   ompi-def   build/bench/mpi_allreduce_perf under mpirun, Open MPI's default configuration
-#   ompi-ring  the same with the ring algorithm forced:
-#              --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
+#   ompi-def   build/bench/mpi_<coll>_perf under mpirun, Open MPI's default configuration
+#              (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast)
+#   ompi-alt   the same with one algorithm forced (--mca coll_tuned_use_dynamic_rules 1):
+#              all-reduce ring (coll_tuned_allreduce_algorithm 4), all-gather ring
+#              (coll_tuned_allgather_algorithm 4), reduce-scatter butterfly
+#              (coll_tuned_reduce_scatter_block_algorithm 4), broadcast pipeline
+#              (coll_tuned_bcast_algorithm 3)
 # All three run float/sum with the same sizes, iterations and warm-up, and print the
 # nccl-tests table; the out-of-place busbw (GB/s) of each size is taken from it. The table
-# per process count shows the median over rounds and ratio = tempo / max(ompi-def, ompi-ring),
-# and ends with the minimum ratio. Validation is off (-c 0) unless --check is given; it
+# per collective and process count shows the median over rounds and ratio =
+# tempo / max(ompi-def, ompi-alt), and ends with the minimum ratio. Validation is off (-c 0) unless --check is given; it
 # runs outside the timed loop either way.
 # Each size runs as its own invocation (-b S -e S), so every contender allocates buffers of
 # that size only: Open MPI's small-message all-reduce measured 3-5x slower here inside one
@@ -27,6 +33,7 @@
 # here. Add more with MPIRUN_EXTRA="...". The build dir defaults to ./build.
 set -euo pipefail
 
+colls="all_reduce"
 nps="2 4"
 minb=64K
 maxb=64M
@@ -42,6 +49,7 @@ usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
+    --colls) colls="$2"; shift 2 ;;
     --np) nps="$2"; shift 2 ;;
     -b) minb="$2"; shift 2 ;;
     -e) maxb="$2"; shift 2 ;;
@@ -57,14 +65,29 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-tempo_perf="$build/bench/all_reduce_perf"
-mpi_perf="$build/bench/mpi_allreduce_perf"
+# mpi_name <coll>: the Open MPI peer's name; alt_mca <coll>: its forced algorithm.
+mpi_name() {
+  case "$1" in
+    all_reduce) echo allreduce ;; all_gather) echo allgather ;; reduce_scatter) echo reduce_scatter ;;
+    broadcast) echo bcast ;; *) echo "compare_mpi.sh: no Open MPI peer for '$1'" >&2; exit 2 ;;
+  esac
+}
+alt_mca() {
+  case "$1" in
+    all_reduce) echo "coll_tuned_allreduce_algorithm 4" ;;
+    all_gather) echo "coll_tuned_allgather_algorithm 4" ;;
+    reduce_scatter) echo "coll_tuned_reduce_scatter_block_algorithm 4" ;;
+    broadcast) echo "coll_tuned_bcast_algorithm 3" ;;
+  esac
+}
 tempo_run="$build/tools/tempo-run"
-for f in "$tempo_perf" "$mpi_perf" "$tempo_run"; do
-  if [ ! -x "$f" ]; then
-    echo "compare_mpi.sh: $f not found; build it first (cmake --build $build)" >&2
-    exit 2
-  fi
+for coll in $colls; do
+  for f in "$build/bench/${coll}_perf" "$build/bench/mpi_$(mpi_name "$coll")_perf" "$tempo_run"; do
+    if [ ! -x "$f" ]; then
+      echo "compare_mpi.sh: $f not found; build it first (cmake --build $build)" >&2
+      exit 2
+    fi
+  done
 done
 command -v mpirun > /dev/null || { echo "compare_mpi.sh: mpirun not found" >&2; exit 2; }
 
@@ -72,7 +95,6 @@ mpirun_base=(mpirun --oversubscribe --mca btl "self,vader")
 [ "$(id -u)" = 0 ] && mpirun_base+=(--allow-run-as-root)
 # shellcheck disable=SC2206
 [ -n "${MPIRUN_EXTRA:-}" ] && mpirun_base+=(${MPIRUN_EXTRA})
-ring_mca=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4)
 common_args=(-f "$factor" -n "$iters" -w "$warmup" -c "$check" -d float -o sum)
 
 # to_bytes 64K -> 65536 (1024-based suffixes, as the perf tools parse them).
@@ -99,21 +121,25 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-tools=(tempo ompi-def ompi-ring)
+tools=(tempo ompi-def ompi-alt)
 
-# run_tool <tool> <np> <output file> <min> <max>: one run; stops the script with its output
-# on failure.
+# run_tool <coll> <tool> <np> <output file> <min> <max>: one run; stops the script with its
+# output on failure.
 run_tool() {
-  local tool=$1 np=$2 out=$3 rc=0
-  local perf_args=(-b "$4" -e "$5" "${common_args[@]}")
+  local coll=$1 tool=$2 np=$3 out=$4 rc=0
+  local perf_args=(-b "$5" -e "$6" "${common_args[@]}")
+  local tempo_perf="$build/bench/${coll}_perf" mpi_perf
+  mpi_perf="$build/bench/mpi_$(mpi_name "$coll")_perf"
+  local alt
+  read -r -a alt <<< "$(alt_mca "$coll")"
   case "$tool" in
     tempo) "$tempo_run" -n "$np" --timeout 900 -- "$tempo_perf" "${perf_args[@]}" > "$out" 2>&1 || rc=$? ;;
     ompi-def) "${mpirun_base[@]}" --timeout 900 -np "$np" "$mpi_perf" "${perf_args[@]}" > "$out" 2>&1 || rc=$? ;;
-    ompi-ring) "${mpirun_base[@]}" "${ring_mca[@]}" --timeout 900 -np "$np" "$mpi_perf" "${perf_args[@]}" \
-                 > "$out" 2>&1 || rc=$? ;;
+    ompi-alt) "${mpirun_base[@]}" --mca coll_tuned_use_dynamic_rules 1 --mca "${alt[0]}" "${alt[1]}" \
+                --timeout 900 -np "$np" "$mpi_perf" "${perf_args[@]}" > "$out" 2>&1 || rc=$? ;;
   esac
   if [ "$rc" != 0 ]; then
-    echo "compare_mpi.sh: $tool with $np processes failed (exit $rc):" >&2
+    echo "compare_mpi.sh: $coll $tool with $np processes failed (exit $rc):" >&2
     cat "$out" >&2
     exit 1
   fi
@@ -122,48 +148,51 @@ run_tool() {
 # "size busbw" of every out-of-place measurement of a nccl-tests table.
 extract() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $8 }' "$1"; }
 
-echo "# compare_mpi.sh: all_reduce_perf (Tempo, tempo-run) vs mpi_allreduce_perf (Open MPI)"
+echo "# compare_mpi.sh: Tempo's perf tools (tempo-run) vs Open MPI peers (mpirun): $colls"
 echo "# sizes $minb..$maxb factor $factor ($([ "$sweep" = 1 ] && echo "one sweep" || echo "one run per size")), iters $iters, warmup $warmup, check $check, rounds $rounds, float sum"
 echo "# $(mpirun --version 2>&1 | head -1)"
 
 overall_min=""
+for coll in $colls; do
 for np in $nps; do
+  key="$coll.$np"
   for ((r = 0; r < rounds; r++)); do
     for ((k = 0; k < 3; k++)); do
       tool=${tools[$(((r + k) % 3))]}
-      : > "$work/bw.$np.$tool.$r"
+      : > "$work/bw.$key.$tool.$r"
       for range in "${ranges[@]}"; do
         # shellcheck disable=SC2086
-        run_tool "$tool" "$np" "$work/raw.$np.$tool.$r" $range
-        extract "$work/raw.$np.$tool.$r" >> "$work/bw.$np.$tool.$r"
+        run_tool "$coll" "$tool" "$np" "$work/raw.$key.$tool.$r" $range
+        extract "$work/raw.$key.$tool.$r" >> "$work/bw.$key.$tool.$r"
       done
     done
   done
   # Median per (tool, size) over rounds, then one row per size.
   for tool in "${tools[@]}"; do
-    cat "$work"/bw."$np"."$tool".* | sort -k1,1n -k2,2g | awk '
+    cat "$work"/bw."$key"."$tool".* | sort -k1,1n -k2,2g | awk '
       { v[$1] = v[$1] " " $2; n[$1]++ }
       END { for (s in v) { c = split(substr(v[s], 2), a, " ");
               m = (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2; print s, m } }' \
-      | sort -k1,1n > "$work/med.$np.$tool"
+      | sort -k1,1n > "$work/med.$key.$tool"
   done
   echo
-  echo "# np=$np: out-of-place busbw (GB/s), median of $rounds rounds; ratio = tempo / max(ompi-def, ompi-ring)"
-  awk -v np="$np" '
+  echo "# $coll np=$np: out-of-place busbw (GB/s), median of $rounds rounds; ompi-alt: $(alt_mca "$coll"); ratio = tempo / max(ompi-def, ompi-alt)"
+  awk -v np="$np" -v coll="$coll" '
     FILENAME ~ /tempo$/ { t[$1] = $2; order[++n] = $1; next }
     FILENAME ~ /ompi-def$/ { d[$1] = $2; next }
     { g[$1] = $2 }
     END {
-      printf "# %10s  %9s  %9s  %9s  %7s\n", "size(B)", "tempo", "ompi-def", "ompi-ring", "ratio"
+      printf "# %10s  %9s  %9s  %9s  %7s\n", "size(B)", "tempo", "ompi-def", "ompi-alt", "ratio"
       for (i = 1; i <= n; i++) {
         s = order[i]; best = (d[s] > g[s]) ? d[s] : g[s]; ratio = best > 0 ? t[s] / best : 0
         printf "  %10d  %9.2f  %9.2f  %9.2f  %7.2f\n", s, t[s], d[s], g[s], ratio
         if (i == 1 || ratio < min) { min = ratio; at = s }
       }
-      printf "# np=%s min ratio: %.2f (size %d)\n", np, min, at
-    }' "$work/med.$np.tempo" "$work/med.$np.ompi-def" "$work/med.$np.ompi-ring" | tee "$work/table.$np"
-  m=$(awk '/min ratio/ { print $5 }' "$work/table.$np")
+      printf "# %s np=%s min ratio: %.2f (size %d)\n", coll, np, min, at
+    }' "$work/med.$key.tempo" "$work/med.$key.ompi-def" "$work/med.$key.ompi-alt" | tee "$work/table.$key"
+  m=$(awk '/min ratio/ { print $6 }' "$work/table.$key")
   if [ -z "$overall_min" ] || awk -v a="$m" -v b="$overall_min" 'BEGIN { exit !(a < b) }'; then overall_min=$m; fi
 done
+done
 echo
-echo "# min ratio over all process counts: $overall_min"
+echo "# min ratio over all collectives and process counts: $overall_min"

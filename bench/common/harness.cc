@@ -16,10 +16,6 @@
 
 namespace tempo::bench {
 
-size_t perRankCount16(size_t count, size_t eltSize, int nranks) {
-  const size_t per = count / size_t(nranks), quantum = 16 / eltSize;
-  return per / quantum * quantum;
-}
 
 namespace {
 

@@ -58,8 +58,5 @@ struct CollTest {
 // 3 a library call failed (after printing its error), 4 -T timeout.
 int runPerfTool(int argc, char** argv, const CollTest& test);
 
-// Per-rank element count for the all-gather-like tools: count / nranks, rounded down so
-// each rank's block is a multiple of 16 bytes (nccl-tests 2.19).
-size_t perRankCount16(size_t count, size_t eltSize, int nranks);
 
 }  // namespace tempo::bench

@@ -108,4 +108,9 @@ uint32_t narrowEncode(const NarrowFormat& f, double x) {
   return sign | uint32_t(rk + bias) << f.manBits | man;
 }
 
+size_t perRankCount16(size_t count, size_t eltSize, int nranks) {
+  const size_t per = count / size_t(nranks), quantum = 16 / eltSize;
+  return per / quantum * quantum;
+}
+
 }  // namespace tempo::bench

@@ -49,4 +49,8 @@ double narrowDecode(const NarrowFormat& f, uint32_t bits);
 // positive canonical NaN.
 uint32_t narrowEncode(const NarrowFormat& f, double x);
 
+// Per-rank element count for the all-gather-like tools: count / nranks, rounded down so
+// each rank's block is a multiple of 16 bytes (nccl-tests 2.19).
+size_t perRankCount16(size_t count, size_t eltSize, int nranks);
+
 }  // namespace tempo::bench
