@@ -2,6 +2,10 @@
 // two endpoints of one communicator in this process, driven from one thread.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -186,6 +190,32 @@ std::vector<Named> transports() {
 
 INSTANTIATE_TEST_SUITE_P(All, Transport, ::testing::ValuesIn(transports()),
                          [](const auto& p) { return p.param.name; });
+
+#ifdef TEMPO_HAVE_OFI
+// A killed process leaves its libfabric shm regions in /dev/shm, named after its pid; a
+// later process given the same pid must still open its endpoints. (In a fresh child, so
+// that this is its first shm endpoint.)
+TEST(OfiShm, LeftoverRegionOfAnEarlierProcessWithOurPidDoesNotBlockTheEndpoint) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string stale = "/dev/shm/" + std::to_string(getpid()) + ":0:0";
+    int fd = open(stale.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, 1 << 20) != 0) _exit(3);
+    close(fd);
+    bool opened = false;
+    {
+      auto ep = ofi::create("shm", 0, 1);  // closed at the end of the scope, region and all
+      opened = ep.ok();
+    }
+    _exit(opened ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the endpoint did not open; 3: could not plant the stale region";
+}
+#endif
 
 }  // namespace
 }  // namespace tempo::transport

@@ -1,5 +1,8 @@
 #include "transports/ofi/ofi.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -52,8 +55,30 @@ void applyProviderDefaults() {
   });
 }
 
+// libfabric's shm provider names its region /dev/shm/<pid>:<endpoint>:<domain>. A process
+// that was killed leaves its regions behind, and a later process that is given the same
+// pid then fails fi_enable with EBUSY. No live process in this pid namespace can own a
+// region named after our pid, so before this process opens its first shm endpoint, any such
+// region is a leftover and is removed.
+void removeStaleShmRegions() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string prefix = std::to_string(getpid()) + ":";
+    DIR* dir = opendir("/dev/shm");
+    if (!dir) return;
+    while (dirent* e = readdir(dir)) {
+      if (strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+      const std::string path = std::string("/dev/shm/") + e->d_name;
+      if (unlink(path.c_str()) == 0)
+        TEMPO_INFO(log::Net, "ofi: removed %s, left behind by an earlier process with this pid", path.c_str());
+    }
+    closedir(dir);
+  });
+}
+
 InfoPtr query(const std::string& provider, int* rcOut) {
   applyProviderDefaults();
+  if (canonicalProvider(provider) == "shm") removeStaleShmRegions();
   InfoPtr hints(fi_allocinfo());
   if (!hints) return nullptr;
   hints->caps = FI_TAGGED;
