@@ -93,6 +93,27 @@ NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncc
   return guarded([&] { return initRank(comm, nranks, commId, rank, config, "ncclCommInitRankConfig"); });
 }
 
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+         ncclConfig_t* config) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommSplit"));
+    if (!newcomm) return fail(Status::InvalidArgument, "ncclCommSplit: newcomm is NULL");
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+      return fail(Status::InvalidArgument, "ncclCommSplit: color %d is negative and not NCCL_SPLIT_NOCOLOR", color);
+    comm::Config cfg = c->config();  // a NULL config inherits the parent's, as in NCCL
+    if (config) {
+      TEMPO_ASSIGN(comm::Config parsed, comm::parseConfig(config));
+      cfg = parsed;
+    }
+    if (!cfg.blocking)
+      return fail(Status::InvalidUsage, "ncclCommSplit: nonblocking communicators (config.blocking=0) are not implemented yet");
+    *newcomm = nullptr;
+    TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> made, c->split(color, key, cfg));
+    if (made) *newcomm = handleOf(comm::registry::add(std::move(made)));
+    return Status::Success;
+  });
+}
+
 NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
   return guarded([&]() -> Status {
     if (!comms) return fail(Status::InvalidArgument, "ncclCommInitAll: comms is NULL");

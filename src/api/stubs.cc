@@ -34,8 +34,6 @@ ncclResult_t stub(const char* func) noexcept {
 TEMPO_STUB(ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
            ncclUniqueId* commIds, ncclConfig_t* config)
 TEMPO_STUB(ncclCommRevoke, ncclComm_t comm, int revokeFlags)
-TEMPO_STUB(ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-           ncclConfig_t* config)
 TEMPO_STUB(ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags)
 TEMPO_STUB(ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId)

@@ -165,6 +165,46 @@ Status Communicator::connectTransports(Deadline deadline) {
   return Status::Success;
 }
 
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, const Config& config) {
+  constexpr int kNoColor = -1;  // NCCL_SPLIT_NOCOLOR
+  const Deadline deadline = Deadline::afterSeconds(param::InitTimeout());
+  const size_t n = size_t(nranks_);
+  // Phase 1: every rank's color and key, around the parent's bootstrap ring.
+  struct Entry {
+    int32_t color, key;
+  };
+  std::vector<std::byte> table(n * sizeof(Entry));
+  const Entry mine{color, key};
+  memcpy(table.data() + size_t(rank_) * sizeof(Entry), &mine, sizeof mine);
+  TEMPO_TRY(boot_->allGather(table, sizeof(Entry), deadline));
+  // Phase 2: this color's members in (key, parent rank) order.
+  std::vector<std::pair<int, int>> members;  // (key, parent rank)
+  for (size_t r = 0; r < n; ++r) {
+    Entry e;
+    memcpy(&e, table.data() + r * sizeof(Entry), sizeof e);
+    if (color != kNoColor && e.color == color) members.push_back({e.key, int(r)});
+  }
+  std::sort(members.begin(), members.end());
+  const int leader = members.empty() ? -1 : members.front().second;
+  // Phase 3: each color's first member opens the new rendezvous; one more all-gather hands
+  // every rank its leader's unique id.
+  constexpr size_t kId = bootstrap::kUniqueIdBytes;
+  std::vector<std::byte> ids(n * kId);
+  if (rank_ == leader)
+    TEMPO_TRY(bootstrap::createUniqueId(
+        std::span<uint8_t, kId>(reinterpret_cast<uint8_t*>(ids.data() + size_t(rank_) * kId), kId)));
+  TEMPO_TRY(boot_->allGather(ids, kId, deadline));
+  if (color == kNoColor) return std::unique_ptr<Communicator>();
+  int newRank = 0;
+  while (members[size_t(newRank)].second != rank_) ++newRank;
+  TEMPO_ASSIGN(bootstrap::UniqueId id,
+               bootstrap::decodeUniqueId(std::span<const uint8_t, kId>(
+                   reinterpret_cast<const uint8_t*>(ids.data() + size_t(leader) * kId), kId)));
+  TEMPO_INFO(log::Init, "comm %p rank %d splits with color %d key %d: rank %d of %zu", static_cast<void*>(this),
+             rank_, color, key, newRank, members.size());
+  return create(id, int(members.size()), newRank, config, device_);
+}
+
 Communicator::~Communicator() {
   engine_.reset();
   endpoints_.clear();
@@ -187,6 +227,7 @@ engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
   op->coll = a.coll;
   op->p2p = a.p2p != P2p::None;
   op->verify = nullptr;
+  op->mismatch = false;
   op->payloadBytes = payloadBytes;
   return op;
 }
@@ -476,8 +517,8 @@ void Communicator::recordError(Status s) {
   }
 }
 
-Status Communicator::explainFailure(Status s) {
-  if (s == Status::InvalidUsage || s == Status::InvalidArgument || !boot_) return s;
+Status Communicator::explainFailure(Status s, bool isCause) {
+  if (isCause || !boot_) return s;
   std::string why;
   const Deadline deadline = Deadline::after(300 * 1000 * 1000);  // a notice follows its abort closely
   while (!deadline.expired()) {

@@ -51,6 +51,11 @@ class Communicator : public engine::Liveness {
   // TEMPO_INIT_TIMEOUT passes.
   static Result<std::unique_ptr<Communicator>> create(const bootstrap::UniqueId& id, int nranks, int rank,
                                                       const Config& config, int device);
+  // ncclCommSplit, called by every rank of this communicator: the ranks that pass the same
+  // `color` form a new communicator, ranked by (key, rank here). Returns null for
+  // NCCL_SPLIT_NOCOLOR (-1). Uses this communicator's bootstrap ring for the exchange; the
+  // new one has its own.
+  Result<std::unique_ptr<Communicator>> split(int color, int key, const Config& config);
   ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -74,9 +79,10 @@ class Communicator : public engine::Liveness {
   // Remembers the first fatal error and the calling thread's message for it, and tells
   // the ring neighbours (who forward it), so that every rank learns why.
   void recordError(Status s);
-  // A transfer that failed because a peer gave up is a symptom: waits briefly for the
-  // peer's notice and returns its cause (status and message) when one arrives, else `s`.
-  Status explainFailure(Status s);
+  // A transfer that failed because a peer gave up is a symptom: unless `isCause` (the op
+  // itself found the mismatch), waits briefly for a peer's notice and returns its cause
+  // (status and message) when one arrives, else `s`.
+  Status explainFailure(Status s, bool isCause);
   std::string errorMessage() const;
 
   // Completes outstanding work (host collectives are complete on return, so nothing is

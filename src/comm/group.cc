@@ -76,7 +76,7 @@ Status runBatch(std::span<const Item> items) {
   for (size_t i = 0; i < ops.size(); ++i) {
     Communicator* c = opComms[i];
     if (!ok(ops[i]->status)) {
-      const Status st = c->explainFailure(ops[i]->status);
+      const Status st = c->explainFailure(ops[i]->status, ops[i]->mismatch);
       c->recordError(st);
       if (ok(first) || first == ops[i]->status) first = st;
     }

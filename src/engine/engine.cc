@@ -147,6 +147,8 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
     case algo::StepKind::Check: {
       Status st = op.verify ? op.verify(op, rank_, s.peer) : Status::Success;
       if (!ok(st)) {
+        op.state[i] = kDone;
+        op.mismatch = true;
         finish(op, st);
         return Start::Done;
       }
@@ -222,10 +224,17 @@ void Engine::finish(Op& op, Status s) {
   // A mismatched call often fails in the data path first (a message of the wrong size).
   // When the peer's fingerprint is already here, report the mismatch it reveals instead:
   // the cause, not the symptom. (The fingerprint steps are the plan's first three.)
-  if (!ok(s) && op.verify && op.plan.steps.size() >= 3 && op.state[1] == kDone && op.state[2] != kDone) {
-    op.state[2] = kDone;
-    Status v = op.verify(op, rank_, op.plan.steps[2].peer);
-    if (!ok(v)) s = v;
+  if (!ok(s) && op.verify && op.plan.steps.size() >= 3 && op.state[2] != kDone) {
+    const bool arrived = op.state[1] == kDone ||
+                         (op.state[1] == kPosted && reqs_[op.reqOf[1]].done && ok(reqs_[op.reqOf[1]].status));
+    if (arrived) {
+      op.state[2] = kDone;
+      Status v = op.verify(op, rank_, op.plan.steps[2].peer);
+      if (!ok(v)) {
+        s = v;
+        op.mismatch = true;
+      }
+    }
   }
   op.status = s;
   op.done = true;

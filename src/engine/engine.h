@@ -91,6 +91,7 @@ struct Op {
   // verify(op, thisRank, peer), whose error fails the op.
   std::array<std::byte, 32> fingerprint{}, peerFingerprint{};
   Status (*verify)(const Op& op, int rank, int peer) = nullptr;
+  bool mismatch = false;  // set when verify failed the op (its status is the cause itself)
 
   // Engine state.
   uint64_t seq = 0;

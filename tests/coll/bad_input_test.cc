@@ -178,8 +178,8 @@ TEST(BadUsage, DestroyedCommunicatorIsDetected) {
 }
 
 TEST(BadUsage, NotYetImplementedFunctionsSaySo) {
-  ncclComm_t out = nullptr;
-  EXPECT_NCCL_ERROR(ncclCommSplit(nullptr, 0, 0, &out, nullptr), ncclInvalidUsage, "not implemented yet");
+  ncclUniqueId id;
+  EXPECT_NCCL_ERROR(ncclCommGetUniqueId(nullptr, &id), ncclInvalidUsage, "not implemented yet");
 }
 
 // The collectives beyond all-reduce: each bad argument gets its code and a message naming it.
