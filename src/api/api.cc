@@ -93,6 +93,18 @@ NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncc
   return guarded([&] { return initRank(comm, nranks, commId, rank, config, "ncclCommInitRankConfig"); });
 }
 
+// NCCL spreads the rendezvous over nId roots (ids made by ranks k * nranks / nId) to
+// bound the load on each. Every rank holds all nId ids, so rendezvousing through the first
+// is equivalent; Tempo's root serves all ranks of a job from one event loop.
+NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+         ncclUniqueId* commIds, ncclConfig_t* config) {
+  return guarded([&]() -> Status {
+    if (nId < 1) return fail(Status::InvalidArgument, "ncclCommInitRankScalable: nId is %d; it must be at least 1", nId);
+    if (!commIds) return fail(Status::InvalidArgument, "ncclCommInitRankScalable: commIds is NULL");
+    return initRank(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+  });
+}
+
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
   return guarded([&]() -> Status {

@@ -31,8 +31,6 @@ ncclResult_t stub(const char* func) noexcept {
   MSCCL_API(ncclResult_t, func, __VA_ARGS__) { return stub(#func); }
 
 // ---- Communicator creation and lifecycle ----
-TEMPO_STUB(ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
-           ncclUniqueId* commIds, ncclConfig_t* config)
 TEMPO_STUB(ncclCommRevoke, ncclComm_t comm, int revokeFlags)
 TEMPO_STUB(ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags)

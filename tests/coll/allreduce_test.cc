@@ -187,6 +187,28 @@ TEST(CommInit, InitRankInsideAGroupFromOneThread) {
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
+// ncclCommInitRankScalable with several ids (made by different "ranks"), all ranks passing
+// the same array: the communicator forms and reduces.
+TEST(CommInit, InitRankScalableWithSeveralIds) {
+  constexpr int kRanks = 4, kIds = 2;
+  ncclUniqueId ids[kIds];
+  for (ncclUniqueId& id : ids) ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[kRanks] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(ncclCommInitRankScalable(&comms[r], kRanks, r, kIds, ids, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  float x[kRanks] = {1, 2, 3, 4};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) ncclAllReduce(&x[r], &x[r], 1, ncclFloat32, ncclSum, comms[r], nullptr);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  for (float v : x) EXPECT_EQ(v, 10.0f);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  ncclComm_t c;
+  EXPECT_EQ(ncclCommInitRankScalable(&c, 2, 0, 0, ids, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommInitRankScalable(&c, 2, 0, 1, nullptr, nullptr), ncclInvalidArgument);
+}
+
 TEST(CommInit, FinalizeThenDestroyAndQueries) {
   CommWorld w(2, "loopback");
   ASSERT_TRUE(w.ok()) << w.error();
