@@ -105,6 +105,36 @@ NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks
   });
 }
 
+NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  return guarded([&]() -> Status {
+    if (!ptr) return fail(Status::InvalidArgument, "ncclMemAlloc: ptr is NULL");
+    TEMPO_ASSIGN(*ptr, tempo::mem::allocUserMemory(size));
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+  return guarded([&] { return tempo::mem::freeUserMemory(ptr); });
+}
+
+NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommRegister"));
+    if (!handle) return fail(Status::InvalidArgument, "ncclCommRegister: handle is NULL");
+    if (!buff || size == 0)
+      return fail(Status::InvalidArgument, "ncclCommRegister: buffer %p of %zu bytes is empty", buff, size);
+    TEMPO_ASSIGN(*handle, c->registrations().add(buff, size));
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommDeregister"));
+    return c->registrations().remove(handle);
+  });
+}
+
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
   return guarded([&]() -> Status {

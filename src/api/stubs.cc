@@ -42,10 +42,6 @@ TEMPO_STUB(ncclCommResume, ncclComm_t comm)
 TEMPO_STUB(ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value)
 
 // ---- Memory and registration ----
-TEMPO_STUB(ncclMemAlloc, void** ptr, size_t size)
-TEMPO_STUB(ncclMemFree, void* ptr)
-TEMPO_STUB(ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle)
-TEMPO_STUB(ncclCommDeregister, const ncclComm_t comm, void* handle)
 TEMPO_STUB(ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
            int winFlags)
 TEMPO_STUB(ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)

@@ -17,6 +17,7 @@
 #include "src/core/dtype.h"
 #include "src/engine/engine.h"
 #include "src/mem/host_buffer.h"
+#include "src/mem/user_memory.h"
 #include "src/tune/tune.h"
 #include "transports/transport.h"
 
@@ -73,6 +74,8 @@ class Communicator : public engine::Liveness {
   Result<engine::Op*> prepareP2p(std::span<const CollArgs> calls);
   void release(engine::Op* op);
   engine::Engine& engine() { return *engine_; }
+  // ncclCommRegister / ncclCommDeregister handles; freed with the communicator.
+  mem::Registrations& registrations() { return registrations_; }
 
   // The error that made this communicator unusable (Success while healthy).
   Status asyncError() const { return Status(asyncError_.load(std::memory_order_acquire)); }
@@ -112,6 +115,7 @@ class Communicator : public engine::Liveness {
   std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;
   std::vector<transport::Endpoint*> peerEndpoint_;
   mem::HostBuffer scratch_;
+  mem::Registrations registrations_;
   tune::Context tuning_;
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<engine::Op>> ops_;
