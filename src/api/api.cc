@@ -285,6 +285,9 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   return guarded([&]() -> Status {
     TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommGetAsyncError"));
     if (!asyncError) return fail(Status::InvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    // A failure elsewhere in the job (a peer gone, a mismatch a neighbour reported) becomes
+    // this communicator's error too, without waiting for its next call.
+    if (ok(c->asyncError())) c->recordError(c->check());
     *asyncError = toNccl(c->asyncError());
     return Status::Success;
   });

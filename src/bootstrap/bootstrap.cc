@@ -127,6 +127,7 @@ Status Bootstrap::connectRing(Deadline deadline) {
 Status Bootstrap::allGather(std::span<std::byte> data, size_t blockBytes, Deadline deadline) {
   if (data.size() != blockBytes * size_t(nranks_))
     return fail(Status::InternalError, "bootstrap allGather: buffer size mismatch");
+  std::lock_guard<std::mutex> lock(ringMu_);
   // Step s: send block (rank - s) to the successor, receive block (rank - s - 1).
   for (int s = 0; s < nranks_ - 1; ++s) {
     size_t sendBlock = size_t((rank_ - s + nranks_) % nranks_);
@@ -143,6 +144,7 @@ Status Bootstrap::barrier(Deadline deadline) {
 }
 
 void Bootstrap::notifyNeighbours(Status status, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(ringMu_);
   if (notified_ || nranks_ <= 1) return;
   notified_ = true;
   ErrorReply e{int32_t(status), reason};
@@ -155,6 +157,10 @@ void Bootstrap::notifyNeighbours(Status status, const std::string& reason) {
 
 Status Bootstrap::pollNotice(std::string* reason) {
   if (nranks_ <= 1) return Status::Success;
+  // Another thread is using the ring (an all-gather, a notice, or a poll): nothing to
+  // report this time; the next poll will see it.
+  std::unique_lock<std::mutex> lock(ringMu_, std::try_to_lock);
+  if (!lock.owns_lock()) return Status::Success;
   for (const Socket* s : {&next_, &prev_}) {
     if (!s->valid()) continue;
     pollfd p{s->fd(), POLLIN, 0};

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,9 @@ class Bootstrap {
   std::vector<PeerInfo> peers_;
   Socket listener_, next_, prev_;
   bool notified_ = false;
+  // Serialises the ring sockets' users: all-gathers and barriers, notices sent, and polls
+  // for notices (which may come from ncclCommGetAsyncError on any thread).
+  std::mutex ringMu_;
 };
 
 }  // namespace tempo::bootstrap

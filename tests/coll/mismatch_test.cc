@@ -6,7 +6,9 @@
 // and message (NCCL's asynchronous-error model).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/coll/coll_fixture.h"
@@ -24,7 +26,10 @@ struct Outcome {
 };
 
 // Runs call(rank, buffers) on every rank of a fresh world; collects results and messages.
-Outcome run(const std::function<ncclResult_t(int, ncclComm_t, float*, float*)>& call, const char* transport = "loopback") {
+// A rank whose call succeeded learns of the failure from its next call, or -- with
+// `pollAsync` -- from ncclCommGetAsyncError, polled as a nonblocking user would.
+Outcome run(const std::function<ncclResult_t(int, ncclComm_t, float*, float*)>& call, const char* transport = "loopback",
+            bool pollAsync = false) {
   CommWorld w(kRanks, transport);
   EXPECT_TRUE(w.ok()) << w.error();
   if (!w.ok()) return {};
@@ -34,7 +39,14 @@ Outcome run(const std::function<ncclResult_t(int, ncclComm_t, float*, float*)>& 
   o.msg.resize(kRanks);
   o.res = w.onThreads([&](int r) {
     ncclResult_t e = call(r, w[r], in[size_t(r)].data(), out[size_t(r)].data());
-    if (e == ncclSuccess) {  // learn of the failure on the next call
+    if (e == ncclSuccess && pollAsync) {
+      for (int i = 0; i < 1000 && e == ncclSuccess; ++i) {  // bounded: 10 s at most
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(w[r], &async) != ncclSuccess) return ncclInternalError;
+        e = async;
+        if (e == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    } else if (e == ncclSuccess) {  // learn of the failure on the next call
       float x = 0;
       e = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, w[r], nullptr);
     }
@@ -75,6 +87,15 @@ TEST(Mismatch, OpDiffersOnOneRank) {
   Outcome o = run([](int r, ncclComm_t c, float* in, float* out) {
     return ncclReduceScatter(in, out, kCount, ncclFloat32, r == kOdd ? ncclMax : ncclSum, c, nullptr);
   });
+  expectEveryRankFails(o, "field op is");
+}
+
+TEST(Mismatch, RanksThatFinishedLearnOfItFromGetAsyncError) {
+  Outcome o = run(
+      [](int r, ncclComm_t c, float* in, float* out) {
+        return ncclAllReduce(in, out, kCount, ncclFloat32, r == kOdd ? ncclMin : ncclSum, c, nullptr);
+      },
+      "loopback", /*pollAsync=*/true);
   expectEveryRankFails(o, "field op is");
 }
 
