@@ -150,9 +150,13 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
     if (!cfg.blocking)
       return fail(Status::InvalidUsage, "ncclCommSplit: nonblocking communicators (config.blocking=0) are not implemented yet");
     *newcomm = nullptr;
-    TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> made, c->split(color, key, cfg));
-    if (made) *newcomm = handleOf(comm::registry::add(std::move(made)));
-    return Status::Success;
+    // Inside a group, splits run at ncclGroupEnd, concurrently, like inits (one thread may
+    // split several ranks' communicators).
+    return comm::submitInit([=]() -> Status {
+      TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> made, c->split(color, key, cfg));
+      if (made) *newcomm = handleOf(comm::registry::add(std::move(made)));
+      return Status::Success;
+    });
   });
 }
 

@@ -48,6 +48,25 @@ TEST(CommSplit, ColorsFormCommunicatorsRankedByKey) {
   for (int r = 0; r < 5; ++r) EXPECT_EQ(ncclCommDestroy(child[size_t(r)]), ncclSuccess);
 }
 
+// One thread splitting every rank's communicator inside a group: the splits run together
+// at ncclGroupEnd.
+TEST(CommSplit, InsideAGroupFromOneThread) {
+  constexpr int kRanks = 4;
+  CommWorld w(kRanks, "loopback");
+  ASSERT_TRUE(w.ok()) << w.error();
+  std::vector<ncclComm_t> child(kRanks, nullptr);
+  ASSERT_EQ(w.inGroup([&](int r) { return ncclCommSplit(w[r], r / 2, r, &child[size_t(r)], nullptr); }), ncclSuccess)
+      << ncclGetLastError(nullptr);
+  float x[kRanks] = {1, 2, 3, 4};
+  ASSERT_EQ(w.inGroup([&](int r) { return ncclAllReduce(&x[r], &x[r], 1, ncclFloat32, ncclSum, child[size_t(r)], nullptr); }),
+            ncclSuccess);
+  EXPECT_EQ(x[0], 3.0f);
+  EXPECT_EQ(x[1], 3.0f);
+  EXPECT_EQ(x[2], 7.0f);
+  EXPECT_EQ(x[3], 7.0f);
+  for (ncclComm_t c : child) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
 TEST(CommSplit, BadArgumentsAreRefused) {
   CommWorld w(1, "loopback");
   ASSERT_TRUE(w.ok()) << w.error();
