@@ -18,21 +18,11 @@
 #include <cstdint>
 #include <span>
 
+#include "src/algo/args.h"
 #include "src/algo/plan.h"
 
 namespace tempo::algo {
 
-struct CollPlanArgs {
-  uint64_t count = 0;      // elements, as above
-  uint32_t typeSize = 4;   // bytes per element
-  bool inPlace = false;
-  bool average = false;    // reductions: divide the final sums by nranks
-  int rank = 0;
-  int nranks = 1;
-  int root = 0;                       // broadcast, reduce, gather, scatter
-  uint64_t chunkBytes = 512 * 1024;   // pipelining unit
-  uint64_t scratchBytes = 4u << 20;   // scratch available for partial sums
-};
 
 // Ring in rank order. Step s: send block r-s to r+1, receive block r-s-1 from r-1.
 void planRingAllGather(const CollPlanArgs& a, Plan& out);

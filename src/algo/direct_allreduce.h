@@ -8,18 +8,12 @@
 
 #include <cstdint>
 
+#include "src/algo/args.h"
 #include "src/algo/plan.h"
 
 namespace tempo::algo {
 
-struct DirectAllReduceArgs {
-  uint64_t count = 0;
-  uint32_t typeSize = 4;
-  bool inPlace = false;
-  bool average = false;
-  int rank = 0;
-  int nranks = 1;
-};
+using DirectAllReduceArgs = CollPlanArgs;  // count, typeSize, inPlace, average, rank, nranks
 
 // Scratch the plan needs: a slot per peer, plus an accumulator when in place.
 inline uint64_t directScratchBytes(uint64_t count, uint32_t typeSize, int nranks, bool inPlace) {

@@ -8,18 +8,12 @@
 
 #include <cstdint>
 
+#include "src/algo/args.h"
 #include "src/algo/plan.h"
 
 namespace tempo::algo {
 
-struct RdAllReduceArgs {
-  uint64_t count = 0;
-  uint32_t typeSize = 4;
-  bool inPlace = false;
-  bool average = false;
-  int rank = 0;
-  int nranks = 1;
-};
+using RdAllReduceArgs = CollPlanArgs;  // count, typeSize, inPlace, average, rank, nranks
 
 // Scratch the plan needs: one full vector.
 inline uint64_t rdScratchBytes(uint64_t count, uint32_t typeSize) { return count * typeSize; }

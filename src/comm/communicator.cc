@@ -254,24 +254,11 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
     case CollKind::AllReduce: {
       const bool inPlace = a.send == a.recv;
       tune::AllReduceChoice choice = tune::allReduce(bytes, tuning_);
+      c.inPlace = inPlace;
       if (choice.algo == tune::AllReduceAlgo::Direct) {
-        algo::DirectAllReduceArgs r;
-        r.count = a.count;
-        r.typeSize = typeSize;
-        r.inPlace = inPlace;
-        r.average = c.average;
-        r.rank = rank_;
-        r.nranks = nranks_;
-        algo::planDirectAllReduce(r, op->plan);
+        algo::planDirectAllReduce(c, op->plan);
       } else if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
-        algo::RdAllReduceArgs r;
-        r.count = a.count;
-        r.typeSize = typeSize;
-        r.inPlace = inPlace;
-        r.average = c.average;
-        r.rank = rank_;
-        r.nranks = nranks_;
-        algo::planRdAllReduce(r, op->plan);
+        algo::planRdAllReduce(c, op->plan);
       } else {
         algo::RingAllReduceArgs r;
         r.count = a.count;
