@@ -3,6 +3,7 @@
 
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,12 +22,21 @@ namespace comm = tempo::comm;
 
 namespace tempo::api {
 
-tempo::Result<comm::Communicator*> liveComm(const void* handle, const char* fn) {
+tempo::Result<comm::Pin> anyComm(const void* handle, const char* fn) {
   if (!handle) return fail(Status::InvalidArgument, "%s: comm is NULL", fn);
-  comm::Communicator* c = comm::registry::find(handle);
+  comm::Pin c = comm::registry::find(handle);
   if (!c)
     return fail(Status::InvalidUsage, "%s: comm %p is not a live communicator (already destroyed, or never created)",
                 fn, handle);
+  return c;
+}
+
+tempo::Result<comm::Pin> liveComm(const void* handle, const char* fn) {
+  TEMPO_ASSIGN(comm::Pin c, anyComm(handle, fn));
+  if (c->asyncState() == Status::InProgress)
+    return fail(Status::InvalidArgument,
+                "%s: comm %p: attempt to use communicator before the previous operation returned ncclSuccess", fn,
+                handle);
   return c;
 }
 
@@ -34,6 +44,7 @@ tempo::Result<comm::Communicator*> liveComm(const void* handle, const char* fn) 
 
 namespace {
 
+using tempo::api::anyComm;
 using tempo::api::liveComm;
 
 ncclComm_t handleOf(comm::Communicator* c) { return reinterpret_cast<ncclComm_t>(c); }
@@ -54,12 +65,29 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int ran
                tempo::bootstrap::decodeUniqueId(std::span<const uint8_t, tempo::bootstrap::kUniqueIdBytes>(
                    reinterpret_cast<const uint8_t*>(commId.internal), sizeof commId.internal)));
   TEMPO_ASSIGN(comm::Config cfg, comm::parseConfig(config));
-  if (!cfg.blocking) return fail(Status::InvalidUsage, "%s: nonblocking communicators (config.blocking=0) are not implemented yet", fn);
+  if (cfg.blocking) {
+    return comm::submitInit([=]() -> Status {
+      TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> c, comm::Communicator::create(id, nranks, rank, cfg, 0));
+      *out = handleOf(comm::registry::add(std::move(c)));
+      return Status::Success;
+    });
+  }
+  // Nonblocking: the handle now, in progress; the join on the communicator's worker (at
+  // ncclGroupEnd inside a group).
+  comm::Communicator* c = comm::registry::add(comm::Communicator::pending(cfg, 0));
+  *out = handleOf(c);
   return comm::submitInit([=]() -> Status {
-    TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> c, comm::Communicator::create(id, nranks, rank, cfg, 0));
-    *out = handleOf(comm::registry::add(std::move(c)));
-    return Status::Success;
+    c->runAsync([=] { return c->join(id, nranks, rank); });
+    return Status::InProgress;
   });
+}
+
+// Keeps communicators whose abort timed out: their operation in flight still uses them.
+void keepForever(comm::Pin c) {
+  static auto* kept = new std::vector<comm::Pin>();  // never destroyed, like the registry
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(c));
 }
 
 
@@ -119,7 +147,7 @@ NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
 
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
   return guarded([&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommRegister"));
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommRegister"));
     if (!handle) return fail(Status::InvalidArgument, "ncclCommRegister: handle is NULL");
     if (!buff || size == 0)
       return fail(Status::InvalidArgument, "ncclCommRegister: buffer %p of %zu bytes is empty", buff, size);
@@ -130,7 +158,7 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
   return guarded([&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommDeregister"));
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommDeregister"));
     return c->registrations().remove(handle);
   });
 }
@@ -138,7 +166,7 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
   return guarded([&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommSplit"));
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommSplit"));
     if (!newcomm) return fail(Status::InvalidArgument, "ncclCommSplit: newcomm is NULL");
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
       return fail(Status::InvalidArgument, "ncclCommSplit: color %d is negative and not NCCL_SPLIT_NOCOLOR", color);
@@ -147,16 +175,41 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
       TEMPO_ASSIGN(comm::Config parsed, comm::parseConfig(config));
       cfg = parsed;
     }
-    if (!cfg.blocking)
-      return fail(Status::InvalidUsage, "ncclCommSplit: nonblocking communicators (config.blocking=0) are not implemented yet");
     *newcomm = nullptr;
-    // Inside a group, splits run at ncclGroupEnd, concurrently, like inits (one thread may
-    // split several ranks' communicators).
-    return comm::submitInit([=]() -> Status {
-      TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> made, c->split(color, key, cfg));
-      if (made) *newcomm = handleOf(comm::registry::add(std::move(made)));
-      return Status::Success;
+    comm::Communicator* parent = c.get();
+    if (cfg.blocking && parent->blocking()) {
+      // Inside a group, splits run at ncclGroupEnd, concurrently, like inits (one thread
+      // may split several ranks' communicators).
+      return comm::submitInit([=]() -> Status {
+        TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> made, parent->split(color, key, cfg));
+        if (made) *newcomm = handleOf(comm::registry::add(std::move(made)));
+        return Status::Success;
+      });
+    }
+    // Nonblocking (the parent, the child, or both): the child's handle now, in progress;
+    // the exchange on the parent's worker (holding its drive mutex, so a blocking parent's
+    // own calls wait for it), then the child's join on the child's worker.
+    if (!parent->blocking() && !parent->beginAsync())
+      return fail(Status::InvalidArgument,
+                  "ncclCommSplit: comm %p: attempt to use communicator before the previous operation returned "
+                  "ncclSuccess", comm);
+    comm::Communicator* child = nullptr;
+    if (color != NCCL_SPLIT_NOCOLOR) {
+      child = comm::registry::add(comm::Communicator::pending(cfg, parent->device()));
+      *newcomm = handleOf(child);
+    }
+    parent->postAsync([parent, child, color, key] {
+      tempo::Result<comm::Communicator::SplitTarget> t = [&] {
+        std::lock_guard<std::timed_mutex> drive(parent->driveMutex());
+        return parent->splitExchange(color, key);
+      }();
+      // A failed exchange is the split's failure, not the parent's: it stays usable.
+      if (!parent->blocking()) parent->endAsync(Status::Success);
+      if (!child) return;
+      if (!t.ok()) return child->endAsync(t.status());
+      child->runAsync([child, t = *t] { return child->join(t.id, t.nranks, t.rank); });
     });
+    return Status::InProgress;
   });
 }
 
@@ -197,21 +250,36 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return guarded([&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommFinalize"));
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommFinalize"));
     if (c->finalized()) return fail(Status::InvalidUsage, "ncclCommFinalize: comm %p is already finalized", comm);
-    return c->finalize();
+    comm::Communicator* raw = c.get();
+    auto finalize = [raw] {
+      std::lock_guard<std::timed_mutex> drive(raw->driveMutex());
+      return raw->finalize();
+    };
+    if (raw->blocking()) return finalize();
+    if (!raw->beginAsync())
+      return fail(Status::InvalidArgument, "ncclCommFinalize: comm %p: a previous operation is still in progress", comm);
+    raw->runAsync(finalize);
+    return Status::InProgress;
   });
 }
 
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   return guarded([&]() -> Status {
     if (!comm) return Status::Success;  // as NCCL
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommDestroy"));
-    Status s = c->finalized() ? Status::Success : c->finalize();
-    std::unique_ptr<comm::Communicator> owned = comm::registry::remove(c);
+    TEMPO_ASSIGN(comm::Pin c, anyComm(comm, "ncclCommDestroy"));
+    // Destroy completes what was started: a nonblocking operation in flight, then
+    // finalize if the application did not call it. Resources are released whatever state
+    // the communicator was in.
+    c->waitAsync();
+    {
+      std::lock_guard<std::timed_mutex> drive(c->driveMutex());
+      if (!c->finalized()) (void)c->finalize();
+    }
+    comm::registry::remove(comm);
     TEMPO_INFO(tempo::log::Init | tempo::log::Destroy, "comm %p rank %d nranks %d - Destroy COMPLETE",
-               static_cast<void*>(comm), owned->rank(), owned->nranks());
-    (void)s;  // resources are released whatever state the communicator was in
+               static_cast<void*>(comm), c->rank(), c->nranks());
     return Status::Success;
   });
 }
@@ -219,19 +287,18 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   return guarded([&]() -> Status {
     if (!comm) return Status::Success;  // as NCCL
-    std::unique_ptr<comm::Communicator> owned = comm::registry::remove(comm);
+    comm::Pin owned = comm::registry::remove(comm);
     if (!owned)
       return fail(Status::InvalidUsage, "ncclCommAbort: comm %p is not a live communicator", static_cast<void*>(comm));
-    owned->abort();
-    TEMPO_INFO(tempo::log::Init | tempo::log::Destroy, "comm %p rank %d - Abort COMPLETE", static_cast<void*>(comm),
-               owned->rank());
+    if (!owned->abort()) keepForever(std::move(owned));
+    TEMPO_INFO(tempo::log::Init | tempo::log::Destroy, "comm %p - Abort COMPLETE", static_cast<void*>(comm));
     return Status::Success;
   });
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
   return guarded([&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommCount"));
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommCount"));
     if (!count) return fail(Status::InvalidArgument, "ncclCommCount: count is NULL");
     *count = c->nranks();
     return Status::Success;
@@ -240,7 +307,7 @@ NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   return guarded([&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommUserRank"));
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommUserRank"));
     if (!rank) return fail(Status::InvalidArgument, "ncclCommUserRank: rank is NULL");
     *rank = c->rank();
     return Status::Success;
@@ -249,7 +316,7 @@ NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
   return guarded([&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommCuDevice"));
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommCuDevice"));
     if (!device) return fail(Status::InvalidArgument, "ncclCommCuDevice: device is NULL");
     *device = c->device();
     return Status::Success;
@@ -275,7 +342,7 @@ NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
   // A communicator's own failure (possibly seen by another thread) takes precedence.
   thread_local std::string msg;
   if (comm) {
-    if (comm::Communicator* c = comm::registry::find(comm); c && !ok(c->asyncError())) {
+    if (comm::Pin c = comm::registry::find(comm); c && !ok(c->asyncError())) {
       msg = c->errorMessage();
       return msg.c_str();
     }
@@ -287,12 +354,13 @@ NCCL_API(void, ncclResetDebugInit) { tempo::log::reinit(); }
 
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
   return guarded([&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, liveComm(comm, "ncclCommGetAsyncError"));
+    TEMPO_ASSIGN(comm::Pin c, anyComm(comm, "ncclCommGetAsyncError"));
     if (!asyncError) return fail(Status::InvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
     // A failure elsewhere in the job (a peer gone, a mismatch a neighbour reported) becomes
-    // this communicator's error too, without waiting for its next call.
-    if (ok(c->asyncError())) c->recordError(c->check());
-    *asyncError = toNccl(c->asyncError());
+    // this communicator's error too, without waiting for its next call. (Not while a
+    // nonblocking init may still be building what check() reads.)
+    if (c->asyncState() == Status::Success) c->recordError(c->check(/*closedIsFatal=*/false));
+    *asyncError = toNccl(c->asyncState());
     return Status::Success;
   });
 }

@@ -36,7 +36,7 @@ enum : unsigned {
 Status checkAndSubmit(ncclComm_t handle, const char* fn, unsigned shape, comm::CollArgs a,
                       ncclDataType_t datatype, ncclRedOp_t op) {
   Status s = [&]() -> Status {
-    TEMPO_ASSIGN(comm::Communicator * c, tempo::api::liveComm(handle, fn));
+    TEMPO_ASSIGN(comm::Pin c, tempo::api::liveComm(handle, fn));
     if (int(datatype) < 0 || int(datatype) >= int(ncclNumTypes))
       return fail(Status::InvalidArgument, "%s: invalid datatype %d", fn, int(datatype));
     const uint64_t size = tempo::dataTypeSize(tempo::DataType(datatype));
@@ -90,7 +90,7 @@ ncclResult_t allToAllv(const void* sendbuff, const size_t sendcounts[], const si
                        hipStream_t stream, const char* fn) {
   return guarded([&]() -> Status {
     Status s = [&]() -> Status {
-      TEMPO_ASSIGN(comm::Communicator * c, tempo::api::liveComm(comm, fn));
+      TEMPO_ASSIGN(comm::Pin c, tempo::api::liveComm(comm, fn));
       if (!sendcounts || !sdispls || !recvcounts || !rdispls)
         return fail(Status::InvalidArgument, "%s: a count or displacement array is NULL", fn);
       if (int(datatype) < 0 || int(datatype) >= int(ncclNumTypes))

@@ -182,6 +182,12 @@ Status Bootstrap::pollNotice(std::string* reason) {
   return Status::Success;
 }
 
+void Bootstrap::shutdown() {
+  std::lock_guard<std::mutex> lock(ringMu_);
+  for (const Socket* s : {&next_, &prev_, &listener_})
+    if (s->valid()) ::shutdown(s->fd(), SHUT_RDWR);
+}
+
 bool Bootstrap::neighbourGone() const {
   return nranks_ > 1 && (next_.peerClosed() || prev_.peerClosed());
 }

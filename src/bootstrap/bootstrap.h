@@ -50,6 +50,10 @@ class Bootstrap {
   // *reason. Success when none is waiting. Nonblocking but for reading a notice that has
   // started to arrive.
   Status pollNotice(std::string* reason);
+  // Shuts the ring connections down (ncclCommAbort): the neighbours see them close, and
+  // every later use here fails. The descriptors stay open until destruction, so another
+  // thread polling for notices never sees them change.
+  void shutdown();
 
  private:
   Bootstrap() = default;

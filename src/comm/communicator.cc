@@ -52,49 +52,64 @@ const char* viaName(const transport::Endpoint& ep) {
 
 }  // namespace
 
+std::unique_ptr<Communicator> Communicator::pending(const Config& config, int device) {
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->config_ = config;
+  c->device_ = device;
+  c->inProgress_.store(true, std::memory_order_release);
+  return c;
+}
+
 Result<std::unique_ptr<Communicator>> Communicator::create(const bootstrap::UniqueId& id, int nranks, int rank,
                                                            const Config& config, int device) {
+  std::unique_ptr<Communicator> c = pending(config, device);
+  Status s = c->join(id, nranks, rank);
+  c->inProgress_.store(false, std::memory_order_release);
+  TEMPO_TRY(s);
+  return c;
+}
+
+Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   logBannerOnce();
   TEMPO_TRY(tune::checkOverrides());
-  std::unique_ptr<Communicator> c(new Communicator());
-  c->rank_ = rank;
-  c->nranks_ = nranks;
-  c->device_ = device;
-  c->config_ = config;
-  log::setThreadDevice(device);
-  Deadline deadline = Deadline::afterSeconds(param::InitTimeout());
-  TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d - Init START", static_cast<void*>(c.get()), rank,
-             nranks, device);
+  rank_ = rank;
+  nranks_ = nranks;
+  log::setThreadDevice(device_);
+  // ncclCommAbort during a nonblocking init cancels the bootstrap's waits.
+  const Deadline deadline = Deadline::afterSeconds(param::InitTimeout()).cancelledBy(&aborting_);
+  TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d - Init START", static_cast<void*>(this), rank,
+             nranks, device_);
 
-  TEMPO_ASSIGN(c->boot_, bootstrap::Bootstrap::join(id, rank, nranks, deadline));
-  uint64_t nonce = c->boot_->commNonce();
-  c->commHash_ = fnv1a(&nonce, sizeof nonce);
-  TEMPO_TRY(c->connectTransports(deadline));
-  TEMPO_ASSIGN(c->scratch_, mem::HostBuffer::allocate(size_t(std::max<int64_t>(param::BuffSize(), 64 << 10))));
+  TEMPO_ASSIGN(boot_, bootstrap::Bootstrap::join(id, rank, nranks, deadline));
+  uint64_t nonce = boot_->commNonce();
+  commHash_ = fnv1a(&nonce, sizeof nonce);
+  TEMPO_TRY(connectTransports(deadline));
+  TEMPO_ASSIGN(scratch_, mem::HostBuffer::allocate(size_t(std::max<int64_t>(param::BuffSize(), 64 << 10))));
 
   std::vector<transport::Endpoint*> eps;
-  for (auto& ep : c->endpoints_) eps.push_back(ep.get());
-  c->engine_ = std::make_unique<engine::Engine>(rank, nranks, c->peerEndpoint_, std::move(eps),
-                                                std::span(c->scratch_.data(), c->scratch_.size()), c.get());
+  for (auto& ep : endpoints_) eps.push_back(ep.get());
+  engine_ = std::make_unique<engine::Engine>(rank, nranks, peerEndpoint_, std::move(eps),
+                                             std::span(scratch_.data(), scratch_.size()), this);
   // Polling only pays while every rank on this host has a core: with more ranks than
   // cores a spinning rank takes the core its peer needs, so it yields at once instead.
   int localRanks = 0;
-  for (const auto& p : c->boot_->peers()) localRanks += p.hostHash == c->boot_->peers()[size_t(rank)].hostHash;
+  for (const auto& p : boot_->peers()) localRanks += p.hostHash == boot_->peers()[size_t(rank)].hostHash;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int64_t spinUs = param::SpinUs() >= 0 ? param::SpinUs() : (localRanks > cores ? 0 : 20);
-  c->engine_->setSpinNs(spinUs * 1000);
-  c->tuning_.nranks = nranks;
-  c->tuning_.oversubscribed = localRanks > cores;
-  c->tuning_.scratchBytes = c->scratch_.size();
-  for (auto& ep : c->endpoints_) c->tuning_.slowest = std::max(c->tuning_.slowest, ep->kind());
+  engine_->setSpinNs(spinUs * 1000);
+  tuning_.nranks = nranks;
+  tuning_.oversubscribed = localRanks > cores;
+  tuning_.scratchBytes = scratch_.size();
+  for (auto& ep : endpoints_) tuning_.slowest = std::max(tuning_.slowest, ep->kind());
   TEMPO_INFO(log::Init, "comm %p rank %d: %d ranks on this host with %ld cores, polling %ld us before yielding",
-             static_cast<void*>(c.get()), rank, localRanks, cores, long(spinUs));
+             static_cast<void*>(this), rank, localRanks, cores, long(spinUs));
 
   // Every rank has connected before anyone sends.
-  TEMPO_TRY(c->boot_->barrier(deadline));
+  TEMPO_TRY(boot_->barrier(deadline));
+  if (deadline.cancelled()) return fail(Status::InvalidUsage, "comm %p rank %d: init aborted", static_cast<void*>(this), rank);
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",
-             static_cast<void*>(c.get()), rank, nranks, device, (unsigned long)c->commHash_);
-  return c;
+             static_cast<void*>(this), rank, nranks, device_, (unsigned long)commHash_);
+  return Status::Success;
 }
 
 Status Communicator::connectTransports(Deadline deadline) {
@@ -165,9 +180,9 @@ Status Communicator::connectTransports(Deadline deadline) {
   return Status::Success;
 }
 
-Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, const Config& config) {
+Result<Communicator::SplitTarget> Communicator::splitExchange(int color, int key) {
   constexpr int kNoColor = -1;  // NCCL_SPLIT_NOCOLOR
-  const Deadline deadline = Deadline::afterSeconds(param::InitTimeout());
+  const Deadline deadline = Deadline::afterSeconds(param::InitTimeout()).cancelledBy(&aborting_);
   const size_t n = size_t(nranks_);
   // Phase 1: every rank's color and key, around the parent's bootstrap ring.
   struct Entry {
@@ -194,18 +209,27 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, co
     TEMPO_TRY(bootstrap::createUniqueId(
         std::span<uint8_t, kId>(reinterpret_cast<uint8_t*>(ids.data() + size_t(rank_) * kId), kId)));
   TEMPO_TRY(boot_->allGather(ids, kId, deadline));
-  if (color == kNoColor) return std::unique_ptr<Communicator>();
+  SplitTarget t;
+  if (color == kNoColor) return t;
   int newRank = 0;
   while (members[size_t(newRank)].second != rank_) ++newRank;
-  TEMPO_ASSIGN(bootstrap::UniqueId id,
-               bootstrap::decodeUniqueId(std::span<const uint8_t, kId>(
+  TEMPO_ASSIGN(t.id, bootstrap::decodeUniqueId(std::span<const uint8_t, kId>(
                    reinterpret_cast<const uint8_t*>(ids.data() + size_t(leader) * kId), kId)));
   TEMPO_INFO(log::Init, "comm %p rank %d splits with color %d key %d: rank %d of %zu", static_cast<void*>(this),
              rank_, color, key, newRank, members.size());
-  return create(id, int(members.size()), newRank, config, device_);
+  t.nranks = int(members.size());
+  t.rank = newRank;
+  return t;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, const Config& config) {
+  TEMPO_ASSIGN(SplitTarget t, splitExchange(color, key));
+  if (t.nranks == 0) return std::unique_ptr<Communicator>();
+  return create(t.id, t.nranks, t.rank, config, device_);
 }
 
 Communicator::~Communicator() {
+  worker_.stop();  // a nonblocking job uses everything below
   engine_.reset();
   endpoints_.clear();
 }
@@ -522,19 +546,44 @@ std::string Communicator::errorMessage() const {
   return errMsg_;
 }
 
-Status Communicator::check() {
+Status Communicator::check(bool closedIsFatal) {
   std::string why;
   if (boot_) {
     Status notice = boot_->pollNotice(&why);
     if (!ok(notice)) return fail(notice, "%s", why.empty() ? "a ring neighbour failed" : why.c_str());
   }
-  if (boot_ && boot_->neighbourGone())
+  if (closedIsFatal && boot_ && boot_->neighbourGone())
     return fail(Status::RemoteError,
                 "rank %d: a ring neighbour closed its connection (the peer process exited or aborted)", rank_);
   return Status::Success;
 }
 
+void Communicator::runAsync(std::function<Status()> job) {
+  worker_.post([this, job = std::move(job)] { endAsync(job()); });
+}
+
+void Communicator::endAsync(Status s) {
+  recordError(s);
+  {
+    std::lock_guard<std::mutex> lock(asyncMu_);
+    inProgress_.store(false, std::memory_order_release);
+  }
+  asyncCv_.notify_all();
+}
+
+bool Communicator::waitAsyncFor(int64_t ns) {
+  std::unique_lock<std::mutex> lock(asyncMu_);
+  return asyncCv_.wait_for(lock, std::chrono::nanoseconds(ns),
+                           [this] { return !inProgress_.load(std::memory_order_acquire); });
+}
+
+void Communicator::waitAsync() {
+  std::unique_lock<std::mutex> lock(asyncMu_);
+  asyncCv_.wait(lock, [this] { return !inProgress_.load(std::memory_order_acquire); });
+}
+
 Status Communicator::finalize() {
+  if (!engine_) return asyncError();  // never joined
   if (!engine_->idle()) {
     engine::Engine* e = engine_.get();
     TEMPO_TRY(engine::waitAll(std::span(&e, 1)));
@@ -543,11 +592,30 @@ Status Communicator::finalize() {
   return asyncError();
 }
 
-void Communicator::abort() {
-  engine_->abort(Status::RemoteError);
+bool Communicator::abort() {
+  aborting_.store(true, std::memory_order_release);
+  // Phase 1: the operation in flight notices the request within one pass of its wait (a
+  // collective) or one bootstrap poll interval (an init or split), and leaves.
+  constexpr int64_t kAbortWaitNs = 10'000'000'000;
+  const int64_t start = nowNs();
+  if (!waitAsyncFor(kAbortWaitNs)) {
+    TEMPO_WARN("comm %p rank %d: ncclCommAbort: the nonblocking operation in flight did not stop within 10 s",
+               static_cast<void*>(this), rank_);
+    return false;
+  }
+  std::unique_lock<std::timed_mutex> drive(driveMu_, std::chrono::nanoseconds(kAbortWaitNs - (nowNs() - start)));
+  if (!drive.owns_lock()) {
+    TEMPO_WARN("comm %p rank %d: ncclCommAbort: the call in flight on another thread did not stop within 10 s",
+               static_cast<void*>(this), rank_);
+    return false;
+  }
+  // Phase 2: nobody drives the engine now. Cancel, and tell the neighbours why.
+  setLastErrorMessage(("rank " + std::to_string(rank_) + " aborted its communicator (ncclCommAbort)").c_str());
   recordError(Status::RemoteError);
+  if (engine_) engine_->abort(Status::InvalidUsage);
   for (auto& ep : endpoints_) ep->cancelAll();
-  boot_.reset();
+  if (boot_) boot_->shutdown();
+  return true;
 }
 
 }  // namespace tempo::comm

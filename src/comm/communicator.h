@@ -1,11 +1,19 @@
 // The Communicator: wires bootstrap, transports, engine and planners together, and owns
 // the lifecycle (init, finalize, destroy, abort).
 //
-// A Communicator is used by one thread at a time for collectives (as NCCL requires of a
-// communicator's stream). asyncError() and abort() may be called from any thread.
+// Threading. Whoever drives the engine (a collective, ncclGroupEnd, a nonblocking job)
+// holds driveMutex() for the whole batch, so one thread at a time runs a communicator's
+// operations. asyncState(), check(), requestAbort() and abort() may be called from any
+// thread at any time: requestAbort() makes the driving thread's wait fail promptly, and
+// abort() waits (bounded) for it to leave before cancelling the transports.
+//
+// Nonblocking communicators (config.blocking = 0) run init, split, finalize and group
+// batches on their AsyncWorker; asyncState() is ncclInProgress until the job finishes.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -13,6 +21,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/comm/async_worker.h"
 #include "src/comm/config.h"
 #include "src/core/dtype.h"
 #include "src/engine/engine.h"
@@ -52,11 +61,24 @@ class Communicator : public engine::Liveness {
   // TEMPO_INIT_TIMEOUT passes.
   static Result<std::unique_ptr<Communicator>> create(const bootstrap::UniqueId& id, int nranks, int rank,
                                                       const Config& config, int device);
+  // A communicator that has not joined yet, in progress until join() ends (nonblocking
+  // init and split hand it to the application at once).
+  static std::unique_ptr<Communicator> pending(const Config& config, int device);
+  // The work of create() on a pending communicator; the result is also its async state.
+  Status join(const bootstrap::UniqueId& id, int nranks, int rank);
+
   // ncclCommSplit, called by every rank of this communicator: the ranks that pass the same
   // `color` form a new communicator, ranked by (key, rank here). Returns null for
   // NCCL_SPLIT_NOCOLOR (-1). Uses this communicator's bootstrap ring for the exchange; the
   // new one has its own.
   Result<std::unique_ptr<Communicator>> split(int color, int key, const Config& config);
+  // split() in two halves, for nonblocking splits: the exchange over this communicator's
+  // ring says whom to join (nranks 0 for NCCL_SPLIT_NOCOLOR), then the child join()s.
+  struct SplitTarget {
+    bootstrap::UniqueId id{};
+    int nranks = 0, rank = -1;
+  };
+  Result<SplitTarget> splitExchange(int color, int key);
   ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -79,6 +101,23 @@ class Communicator : public engine::Liveness {
 
   // The error that made this communicator unusable (Success while healthy).
   Status asyncError() const { return Status(asyncError_.load(std::memory_order_acquire)); }
+  // ncclCommGetAsyncError's answer without polling peers: the error, else InProgress while
+  // a nonblocking job runs, else Success.
+  Status asyncState() const {
+    Status e = asyncError();
+    if (!ok(e)) return e;
+    return inProgress_.load(std::memory_order_acquire) ? Status::InProgress : Status::Success;
+  }
+  bool blocking() const { return config_.blocking; }
+  // Nonblocking jobs. beginAsync() marks the communicator in progress (false if it already
+  // was); postAsync() runs `job` on this communicator's worker thread, and the job calls
+  // endAsync(result) on every communicator it had begun, which records a failure as the
+  // async error and clears the mark. runAsync() is post + end for a one-communicator job.
+  bool beginAsync() { return !inProgress_.exchange(true, std::memory_order_acq_rel); }
+  void postAsync(std::function<void()> job) { worker_.post(std::move(job)); }
+  void runAsync(std::function<Status()> job);
+  void endAsync(Status s);
+  std::timed_mutex& driveMutex() { return driveMu_; }
   // Remembers the first fatal error and the calling thread's message for it, and tells
   // the ring neighbours (who forward it), so that every rank learns why.
   void recordError(Status s);
@@ -92,13 +131,26 @@ class Communicator : public engine::Liveness {
   // pending) and marks the communicator finalized.
   Status finalize();
   bool finalized() const { return finalized_; }
-  // Cancels all transfers at once; peers see the connections go away.
-  void abort();
-  // engine::Liveness: fails when a ring neighbour's bootstrap connection is gone.
-  Status check() override;
+  // ncclCommAbort, from any thread: stops the operation in flight (a driving thread's wait
+  // fails with ncclInvalidUsage, a nonblocking init stops waiting), waits up to 10 s for it
+  // to leave, then cancels every transfer and tells the ring neighbours, whose calls then
+  // fail instead of hanging. Returns false if the operation did not leave in time (the
+  // object must then be kept alive, inert).
+  bool abort();
+  bool aborting() const { return aborting_.load(std::memory_order_acquire); }
+  // Waits for a nonblocking job in flight to finish (ncclCommDestroy).
+  void waitAsync();
+  // engine::Liveness: fails when a ring neighbour reported a failure or (with
+  // `closedIsFatal`, as during a collective) when its bootstrap connection is gone. Idle
+  // callers pass false: a peer that destroyed its communicator cleanly is not an error
+  // until something waits on it.
+  Status check(bool closedIsFatal);
+  Status check() override { return check(true); }
+  bool abortRequested() const override { return aborting_.load(std::memory_order_relaxed); }
 
  private:
   Communicator() = default;
+  bool waitAsyncFor(int64_t ns);
   Status connectTransports(Deadline deadline);
   void logCall(const CollArgs& a, uint64_t seq) const;
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
@@ -127,6 +179,12 @@ class Communicator : public engine::Liveness {
   mutable std::mutex errMu_;
   std::string errMsg_;
   bool finalized_ = false;
+  std::timed_mutex driveMu_;
+  std::atomic<bool> aborting_{false};
+  std::atomic<bool> inProgress_{false};
+  std::mutex asyncMu_;  // with asyncCv_: waiting for inProgress_ to clear
+  std::condition_variable asyncCv_;
+  AsyncWorker worker_;  // last: joined before the members its job uses are destroyed
 };
 
 }  // namespace tempo::comm

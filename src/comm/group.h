@@ -6,11 +6,18 @@
 // order, ops on different communicators progress together, so one thread can drive
 // several ranks. Inits queued in a group run concurrently, one thread each, at group end.
 // An argument error inside a group fails the whole group at ncclGroupEnd, as in NCCL.
+//
+// A batch holds each of its communicators' drive mutex while it runs. A batch on
+// nonblocking communicators (all of them or none: NCCL refuses a mix with
+// ncclInvalidArgument) runs on the first one's AsyncWorker instead: ncclGroupEnd, or the
+// collective outside a group, returns ncclInProgress, and each communicator's async state
+// reports the batch's result.
 #pragma once
 
 #include <functional>
 
 #include "src/comm/communicator.h"
+#include "src/comm/registry.h"
 
 namespace tempo::comm {
 
@@ -21,7 +28,7 @@ bool inGroup();
 void groupRecordError(Status s);
 
 // Runs `a` on `c` now, or queues it in the current group.
-Status submitCollective(Communicator* c, const CollArgs& a);
+Status submitCollective(const Pin& c, const CollArgs& a);
 // Runs `init` now, or queues it to run (in parallel with other queued inits) at group end.
 Status submitInit(std::function<Status()> init);
 

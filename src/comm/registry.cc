@@ -6,8 +6,8 @@
 namespace tempo::comm::registry {
 namespace {
 std::mutex g_mu;
-std::unordered_map<const void*, std::unique_ptr<Communicator>>& table() {
-  static auto* t = new std::unordered_map<const void*, std::unique_ptr<Communicator>>();  // never destroyed
+std::unordered_map<const void*, Pin>& table() {
+  static auto* t = new std::unordered_map<const void*, Pin>();  // never destroyed
   return *t;
 }
 }  // namespace
@@ -15,21 +15,21 @@ std::unordered_map<const void*, std::unique_ptr<Communicator>>& table() {
 Communicator* add(std::unique_ptr<Communicator> c) {
   Communicator* p = c.get();
   std::lock_guard<std::mutex> lock(g_mu);
-  table()[p] = std::move(c);
+  table()[p] = Pin(std::move(c));
   return p;
 }
 
-Communicator* find(const void* handle) {
+Pin find(const void* handle) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = table().find(handle);
-  return it == table().end() ? nullptr : it->second.get();
+  return it == table().end() ? nullptr : it->second;
 }
 
-std::unique_ptr<Communicator> remove(const void* handle) {
+Pin remove(const void* handle) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = table().find(handle);
   if (it == table().end()) return nullptr;
-  std::unique_ptr<Communicator> c = std::move(it->second);
+  Pin c = std::move(it->second);
   table().erase(it);
   return c;
 }

@@ -2,6 +2,7 @@
 // bootstrap deadlines and pacing can be compared.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <ctime>
 
@@ -14,23 +15,40 @@ inline int64_t nowNs() {
 }
 
 // A point in time after which a wait gives up. Deadline::never() never expires.
+//
+// A deadline may also carry a cancel flag (cancelledBy): once the flag is set it counts as
+// expired, and remainingMs() never exceeds kCancelPollMs, so that a blocking poll() wakes
+// up often enough to notice. This is how ncclCommAbort interrupts a nonblocking init.
 class Deadline {
  public:
+  static constexpr int kCancelPollMs = 20;
   static Deadline after(int64_t ns) { return Deadline(nowNs() + ns); }
   static Deadline afterSeconds(int64_t s) { return after(s * 1000000000); }
   static Deadline never() { return Deadline(INT64_MAX); }
-  bool expired() const { return at_ != INT64_MAX && nowNs() >= at_; }
+  // This deadline, also expiring when `*flag` becomes true. `flag` must outlive the waits.
+  Deadline cancelledBy(const std::atomic<bool>* flag) const {
+    Deadline d = *this;
+    d.cancel_ = flag;
+    return d;
+  }
+  bool cancelled() const { return cancel_ && cancel_->load(std::memory_order_acquire); }
+  bool expired() const { return cancelled() || (at_ != INT64_MAX && nowNs() >= at_); }
   // Milliseconds left, clamped to [0, INT32_MAX] (for poll()).
   int remainingMs() const {
-    if (at_ == INT64_MAX) return INT32_MAX;
-    int64_t left = (at_ - nowNs()) / 1000000;
-    return left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : int(left);
+    if (cancelled()) return 0;
+    int ms = INT32_MAX;
+    if (at_ != INT64_MAX) {
+      int64_t left = (at_ - nowNs()) / 1000000;
+      ms = left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : int(left);
+    }
+    return cancel_ && ms > kCancelPollMs ? kCancelPollMs : ms;
   }
   int64_t at() const { return at_; }
 
  private:
   explicit Deadline(int64_t at) : at_(at) {}
   int64_t at_;
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 }  // namespace tempo

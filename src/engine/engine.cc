@@ -291,7 +291,8 @@ Status waitAll(std::span<Engine* const> engines) {
     bool busy = false;
     for (Engine* e : engines) {
       if (e->idle()) continue;
-      work += e->progress();
+      if (e->liveness() && e->liveness()->abortRequested()) e->abort(Status::InvalidUsage);
+      else work += e->progress();
       busy = busy || !e->idle();
     }
     if (!busy) return Status::Success;

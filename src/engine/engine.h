@@ -103,11 +103,15 @@ struct Op {
   OpRecord record;
 };
 
-// Consulted every 100 ms while a wait is idle; returns an error when a peer is
-// known to be gone, which fails the wait instead of letting it hang.
+// The engine's view of its owner. check() is consulted every 100 ms while a wait is idle
+// and returns an error when a peer is known to be gone, which fails the wait instead of
+// letting it hang. abortRequested() is read on every pass of a wait (an atomic load):
+// when it turns true (ncclCommAbort on another thread), the wait aborts the engine (its
+// ops fail with ncclInvalidUsage) and returns.
 struct Liveness {
   virtual ~Liveness() = default;
   virtual Status check() = 0;
+  virtual bool abortRequested() const { return false; }
 };
 
 class Engine {

@@ -68,7 +68,7 @@ TEST(Records, EveryCollectiveIsRecordedWithSequenceAndTimes) {
       return ncclAllReduce(b[size_t(r)].data(), b[size_t(r)].data(), 1000, ncclFloat64, ncclSum, w[r], nullptr);
     }), ncclSuccess);
   for (int r = 0; r < 2; ++r) {
-    comm::Communicator* c = comm::registry::find(w[r]);
+    comm::Communicator* c = comm::registry::find(w[r]).get();
     ASSERT_NE(c, nullptr);
     const auto& rec = c->engine().records();
     ASSERT_EQ(rec.count(), 5u);

@@ -112,6 +112,15 @@ TEST(MultiProcessAuto, DefaultTransportSelection) {
   expectAllSucceed(runWorkers(3, {"TEMPO_MP_MODE=matrix"}, 240));
 }
 
+// ncclCommAbort from a second thread of one rank mid all-reduce: it returns within 10 s, the
+// call in flight fails, and every other rank's call fails instead of hanging.
+TEST(MultiProcessAbort, AbortFromAnotherThreadMidCollective) {
+  for (const char* provider : {"shm", "tcp"}) {
+    SCOPED_TRACE(provider);
+    expectAllSucceed(runWorkers(3, {std::string("FI_PROVIDER=") + provider, "TEMPO_MP_MODE=abort"}, 60));
+  }
+}
+
 // 8 ranks: at most 64 MiB of library host memory each, and flat RSS over 10,000
 // back-to-back collectives (the worker measures and fails itself).
 TEST(MultiProcessMemory, BoundedAndFlatOverTenThousandCollectives) {

@@ -5,12 +5,18 @@
 // TEMPO_MP_MODE:
 //   matrix  every datatype x op x count x placement, bit-exact (exit 1 on any mismatch)
 //   memory  library host memory after init, and RSS flatness over 10,000 collectives
+//   abort   the last rank aborts its communicator from a second thread while its first
+//           is inside an all-reduce the others have not joined; they join afterwards and
+//           must fail, not hang (exit 1 if a call succeeds or abort takes over 10 s)
 // Diagnostics go to stderr prefixed with the rank.
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rccl/rccl.h"
@@ -97,6 +103,35 @@ int memory(ncclComm_t comm, long rssBeforeInit) {
   return failures;
 }
 
+int abortMidCollective(ncclComm_t comm) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<float> buf(1 << 20, 1.0f);
+  const int victim = g_size - 1;
+  if (g_rank == victim) {
+    ncclResult_t inFlight = ncclSuccess;
+    std::thread caller([&] {
+      inFlight = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto t0 = Clock::now();
+    ncclResult_t a = ncclCommAbort(comm);
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    caller.join();
+    fprintf(stderr, "[rank %d] abort returned %s after %.3f s; the call in flight returned %s\n", g_rank,
+            ncclGetErrorString(a), secs, ncclGetErrorString(inFlight));
+    return a == ncclSuccess && secs < 10 && inFlight != ncclSuccess ? 0 : 1;
+  }
+  // The others arrive once the victim has aborted.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const auto t0 = Clock::now();
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  fprintf(stderr, "[rank %d] all-reduce after the abort returned %s after %.3f s: %s\n", g_rank,
+          ncclGetErrorString(r), secs, ncclGetLastError(comm));
+  ncclCommAbort(comm);
+  return r != ncclSuccess ? 0 : 1;
+}
+
 }  // namespace
 
 int main() {
@@ -114,6 +149,7 @@ int main() {
   CHECK_NCCL(ncclGetUniqueId(&id));  // with NCCL_COMM_ID, the same id on every rank
   ncclComm_t comm;
   CHECK_NCCL(ncclCommInitRank(&comm, g_size, id, g_rank));
+  if (mode == "abort") return abortMidCollective(comm);
   int failures = mode == "memory" ? memory(comm, rss0) : matrix(comm);
   CHECK_NCCL(ncclCommFinalize(comm));
   CHECK_NCCL(ncclCommDestroy(comm));
