@@ -63,6 +63,10 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType type
 // once. divisor 0 is treated as 1.
 void divide(void* dst, const void* src, size_t count, DataType type, uint64_t divisor);
 
+// dst[i] = src[i] * scalar, with Prod's semantics (the scalar is one element of `type`):
+// ncclRedOpCreatePreMulSum's premultiplication. dst may equal src.
+void scale(void* dst, const void* src, size_t count, DataType type, const void* scalar);
+
 namespace ref {
 // The scalar reference implementations of the two functions above; same contract.
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op,

@@ -1,5 +1,7 @@
 // kernels::reduce() / kernels::divide(): pick the loop variant for this CPU once, then each
 // call is a table lookup and one indirect call into a typed loop (loops.inc).
+#include <algorithm>
+#include <cstring>
 #include <cassert>
 
 #include "kernels/cpu/dispatch.h"
@@ -90,6 +92,20 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType type
 
 void divide(void* dst, const void* src, size_t count, DataType type, uint64_t divisor) {
   cpu::runDivide(cpu::activeTable(), dst, src, count, type, divisor);
+}
+
+void scale(void* dst, const void* src, size_t count, DataType type, const void* scalar) {
+  // A block of copies of the scalar, so that the vectorised Prod does the work.
+  constexpr size_t kBlockBytes = 4096;
+  alignas(64) std::byte block[kBlockBytes];
+  const size_t size = dataTypeSize(type);
+  const size_t perBlock = kBlockBytes / size;
+  for (size_t i = 0; i < perBlock; ++i) std::memcpy(block + i * size, scalar, size);
+  for (size_t done = 0; done < count; done += perBlock) {
+    const size_t n = std::min(perBlock, count - done);
+    reduce(static_cast<std::byte*>(dst) + done * size, static_cast<const std::byte*>(src) + done * size, block, n,
+           type, RedOp::Prod);
+  }
 }
 
 }  // namespace tempo::kernels

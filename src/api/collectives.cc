@@ -58,13 +58,22 @@ Status checkAndSubmit(ncclComm_t handle, const char* fn, unsigned shape, comm::C
     if ((shape & kNotInPlace) && a.count && a.send == a.recv)
       return fail(Status::InvalidUsage, "%s: in place (sendbuff == recvbuff) is not supported", fn);
     if (shape & kReduces) {
-      if (int(op) < 0 || int(op) >= int(ncclNumOps)) {
-        if (int(op) >= int(ncclNumOps) && int(op) < int(ncclMaxRedOp))
-          return fail(Status::InvalidArgument, "%s: reduction op %d was not created by ncclRedOpCreatePreMulSum",
-                      fn, int(op));
+      if (int(op) >= int(ncclNumOps) && int(op) < int(ncclMaxRedOp)) {
+        const comm::PreMulSumOp* u = c->preMulSum(int(op));
+        if (!u)
+          return fail(Status::InvalidArgument,
+                      "%s: reduction op %d was not created by ncclRedOpCreatePreMulSum on this communicator (or was "
+                      "destroyed)", fn, int(op));
+        if (int(u->type) != int(datatype))
+          return fail(Status::InvalidArgument, "%s: reduction op %d was created for %s, not %s", fn, int(op),
+                      tempo::dataTypeName(u->type), tempo::dataTypeName(tempo::DataType(datatype)));
+        a.op = tempo::RedOp::Sum;
+        a.scalar = u->scalar();
+      } else if (int(op) < 0 || int(op) >= int(ncclNumOps)) {
         return fail(Status::InvalidArgument, "%s: invalid reduction op %d", fn, int(op));
+      } else {
+        a.op = tempo::RedOp(op);
       }
-      a.op = tempo::RedOp(op);
     }
     if ((shape & kPeered) && (a.peer < 0 || a.peer >= c->nranks()))
       return fail(Status::InvalidArgument, "%s: peer %d is outside [0, %d)", fn, a.peer, c->nranks());
@@ -131,6 +140,42 @@ NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
   return guarded([&] {
     return checkAndSubmit(comm, "ncclAllReduce", kSend | kRecv | kReduces,
                           args(CollKind::AllReduce, sendbuff, recvbuff, count, stream), datatype, op);
+  });
+}
+
+// RCCL's fused all-reduce: the count-element array acc (on every rank) is combined into
+// each rank's result with op, after the reduction across ranks (Avg: added to the
+// average). A NULL acc makes it a plain all-reduce.
+NCCL_API(ncclResult_t, ncclAllReduceWithBias, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, hipStream_t stream, const void* acc) {
+  return guarded([&] {
+    comm::CollArgs a = args(CollKind::AllReduce, sendbuff, recvbuff, count, stream);
+    a.bias = acc;
+    return checkAndSubmit(comm, "ncclAllReduceWithBias", kSend | kRecv | kReduces, a, datatype, op);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+         ncclScalarResidence_t residence, ncclComm_t comm) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Pin c, tempo::api::liveComm(comm, "ncclRedOpCreatePreMulSum"));
+    if (!op) return fail(Status::InvalidArgument, "ncclRedOpCreatePreMulSum: op is NULL");
+    if (!scalar) return fail(Status::InvalidArgument, "ncclRedOpCreatePreMulSum: scalar is NULL");
+    if (int(datatype) < 0 || int(datatype) >= int(ncclNumTypes))
+      return fail(Status::InvalidArgument, "ncclRedOpCreatePreMulSum: invalid datatype %d", int(datatype));
+    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
+      return fail(Status::InvalidArgument, "ncclRedOpCreatePreMulSum: invalid scalar residence %d", int(residence));
+    // Host memory build: a "device-resident" scalar is any memory read at each use.
+    TEMPO_ASSIGN(int made, c->createPreMulSum(scalar, tempo::DataType(datatype), residence == ncclScalarDevice));
+    *op = ncclRedOp_t(made);
+    return Status::Success;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Pin c, tempo::api::liveComm(comm, "ncclRedOpDestroy"));
+    return c->destroyRedOp(int(op));
   });
 }
 

@@ -47,16 +47,6 @@ TEMPO_STUB(ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncc
 TEMPO_STUB(ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
 TEMPO_STUB(ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr)
 
-// ---- Custom reduction operators ----
-TEMPO_STUB(ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
-           ncclScalarResidence_t residence, ncclComm_t comm)
-TEMPO_STUB(ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
-
-// ---- Collectives (ncclAllReduce lives elsewhere) ----
-TEMPO_STUB(ncclAllReduceWithBias, const void* sendbuff, void* recvbuff, size_t count,
-           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, hipStream_t stream,
-           const void* acc)
-
 // ---- One-sided (RMA) ----
 TEMPO_STUB(ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,

@@ -252,6 +252,9 @@ engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
   op->p2p = a.p2p != P2p::None;
   op->verify = nullptr;
   op->mismatch = false;
+  op->prescaleSrc = nullptr;
+  op->scalar = a.scalar;
+  op->bias = static_cast<const std::byte*>(a.bias);
   op->payloadBytes = payloadBytes;
   return op;
 }
@@ -264,6 +267,15 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
   engine::Op* op = takeOp(a, bytes);
   const std::byte* send = static_cast<const std::byte*>(a.send);
   const std::byte* recv = static_cast<const std::byte*>(a.recv);
+  if (a.scalar) {
+    // PreMulSum: the plan reads the premultiplied copy the engine makes when the op starts,
+    // so it is planned out of place whatever the user's buffers.
+    op->prescaleElems = a.coll == engine::CollKind::ReduceScatter ? a.count * uint64_t(nranks_) : a.count;
+    op->prescaled.resize(op->prescaleElems * typeSize);
+    op->prescaleSrc = send;
+    send = op->prescaled.data();
+    op->input = send;
+  }
 
   algo::CollPlanArgs c;
   c.count = a.count;
@@ -276,7 +288,7 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
   c.scratchBytes = scratch_.size();
   switch (a.coll) {
     case CollKind::AllReduce: {
-      const bool inPlace = a.send == a.recv;
+      const bool inPlace = send == recv;
       tune::AllReduceChoice choice = tune::allReduce(bytes, tuning_);
       c.inPlace = inPlace;
       if (choice.algo == tune::AllReduceAlgo::Direct) {
@@ -383,7 +395,9 @@ struct Fingerprint {
 };
 static_assert(sizeof(Fingerprint) == 32);
 
-const char* opText(uint8_t op) { return redOpName(RedOp(op)); }
+// The fingerprint's op field: the RedOp, or kPreMulSumCode.
+constexpr uint8_t kPreMulSumCode = kNumRedOps;
+const char* opText(uint8_t op) { return op == kPreMulSumCode ? "ncclPreMulSum" : redOpName(RedOp(op)); }
 
 // Compares the previous rank's fingerprint with ours; names the first field that differs,
 // both values and both ranks.
@@ -427,7 +441,7 @@ void Communicator::addFingerprint(engine::Op& op, const CollArgs& a) {
   f.type = uint8_t(a.type);
   const bool reduces = a.coll == engine::CollKind::AllReduce || a.coll == engine::CollKind::Reduce ||
                        a.coll == engine::CollKind::ReduceScatter;
-  f.op = reduces ? uint8_t(a.op) : 0;
+  f.op = !reduces ? 0 : a.scalar ? kPreMulSumCode : uint8_t(a.op);
   f.root = a.root;
   f.seq = engine_->nextSeq();
   f.count = a.coll == engine::CollKind::AllToAllv ? 0 : a.count;  // v-counts differ by design
@@ -501,6 +515,41 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
   op->plan.window = uint32_t(std::max<size_t>(1, op->plan.steps.size()));
   for (const CollArgs& a : calls) logCall(a, engine_->nextSeq());
   return op;
+}
+
+Result<int> Communicator::createPreMulSum(const void* scalar, DataType type, bool deviceResident) {
+  size_t slot = 0;
+  while (slot < userOps_.size() && userOps_[slot].live) ++slot;
+  if (slot == userOps_.size()) {
+    if (slot >= size_t(INT32_MAX) - kNumRedOps)
+      return fail(Status::InvalidUsage, "ncclRedOpCreatePreMulSum: too many reduction operators on comm %p",
+                  static_cast<void*>(this));
+    userOps_.emplace_back();
+  }
+  PreMulSumOp& u = userOps_[slot];
+  u = PreMulSumOp{};
+  u.live = true;
+  u.type = type;
+  u.deviceResident = deviceResident;
+  if (deviceResident) u.ptr = scalar;
+  else memcpy(u.value, scalar, dataTypeSize(type));
+  return kNumRedOps + int(slot);
+}
+
+const PreMulSumOp* Communicator::preMulSum(int op) const {
+  if (op < kNumRedOps || size_t(op - kNumRedOps) >= userOps_.size()) return nullptr;
+  const PreMulSumOp& u = userOps_[size_t(op - kNumRedOps)];
+  return u.live ? &u : nullptr;
+}
+
+Status Communicator::destroyRedOp(int op) {
+  if (op >= 0 && op < kNumRedOps)
+    return fail(Status::InvalidArgument, "ncclRedOpDestroy: %s is a built-in operator", redOpName(RedOp(op)));
+  if (!preMulSum(op))
+    return fail(Status::InvalidArgument, "ncclRedOpDestroy: op %d was not created on comm %p (or already destroyed)",
+                op, static_cast<void*>(this));
+  userOps_[size_t(op - kNumRedOps)].live = false;
+  return Status::Success;
 }
 
 void Communicator::release(engine::Op* op) { freeOps_.push_back(op); }

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,20 @@ struct CollArgs {
   const size_t* recvCounts = nullptr;
   const size_t* recvDispls = nullptr;
   void* stream = nullptr;  // accepted and unused for host buffers
+  // PreMulSum (op is then Sum): one element of `type` each rank multiplies its input by,
+  // read when the collective starts.
+  const void* scalar = nullptr;
+  const void* bias = nullptr;  // AllReduceWithBias: count elements combined into the result
+};
+
+// An ncclRedOpCreatePreMulSum operator. The handle is ncclNumOps + its index.
+struct PreMulSumOp {
+  bool live = false;
+  DataType type = DataType::Float32;
+  bool deviceResident = false;       // ncclScalarDevice: read through `ptr` at each use
+  alignas(8) std::byte value[8] = {};  // ncclScalarHostImmediate: copied at creation
+  const void* ptr = nullptr;
+  const void* scalar() const { return deviceResident ? ptr : value; }
 };
 
 class Communicator : public engine::Liveness {
@@ -98,6 +113,10 @@ class Communicator : public engine::Liveness {
   engine::Engine& engine() { return *engine_; }
   // ncclCommRegister / ncclCommDeregister handles; freed with the communicator.
   mem::Registrations& registrations() { return registrations_; }
+  // ncclRedOpCreatePreMulSum / ncclRedOpDestroy, and the lookup collectives make.
+  Result<int> createPreMulSum(const void* scalar, DataType type, bool deviceResident);
+  Status destroyRedOp(int op);
+  const PreMulSumOp* preMulSum(int op) const;
 
   // The error that made this communicator unusable (Success while healthy).
   Status asyncError() const { return Status(asyncError_.load(std::memory_order_acquire)); }
@@ -175,6 +194,7 @@ class Communicator : public engine::Liveness {
   // Point-to-point message counters per peer and direction (the msg of each message).
   std::vector<uint32_t> p2pSent_, p2pReceived_;
   std::vector<size_t> a2aCounts_, a2aDispls_;  // all-to-all's fixed counts, as AllToAllv's
+  std::deque<PreMulSumOp> userOps_;            // a deque: references stay valid as it grows
   std::atomic<int> asyncError_{0};
   mutable std::mutex errMu_;
   std::string errMsg_;

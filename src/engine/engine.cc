@@ -87,8 +87,13 @@ Status Engine::submit(Op& op) {
   op.record.bytes = op.payloadBytes;
   op.record.coll = op.coll;
   queue_.push_back(&op);
-  if (queue_.size() == 1) op.record.tEnter = nowNs();
+  if (queue_.size() == 1) activate(op);
   return Status::Success;
+}
+
+void Engine::activate(Op& op) {
+  op.record.tEnter = nowNs();
+  if (op.prescaleSrc) kernels::scale(op.prescaled.data(), op.prescaleSrc, op.prescaleElems, op.type, op.scalar);
 }
 
 std::byte* Engine::resolve(const Op& op, const algo::Loc& loc) const {
@@ -236,6 +241,10 @@ void Engine::finish(Op& op, Status s) {
       }
     }
   }
+  if (ok(s) && op.bias) {
+    const uint64_t elems = op.payloadBytes / dataTypeSize(op.type);
+    kernels::reduce(op.output, op.output, op.bias, elems, op.type, op.op == RedOp::Avg ? RedOp::Sum : op.op);
+  }
   op.status = s;
   op.done = true;
   op.record.tExit = nowNs();
@@ -255,7 +264,7 @@ int Engine::progress() {
     if (!op.done) break;
     queue_.pop_front();
     ++work;
-    if (!queue_.empty()) queue_.front()->record.tEnter = nowNs();
+    if (!queue_.empty()) activate(*queue_.front());
   }
   return work;
 }

@@ -92,6 +92,16 @@ struct Op {
   std::array<std::byte, 32> fingerprint{}, peerFingerprint{};
   Status (*verify)(const Op& op, int rank, int peer) = nullptr;
   bool mismatch = false;  // set when verify failed the op (its status is the cause itself)
+  // PreMulSum: when the op starts, the engine writes prescaleSrc x *scalar (one element of
+  // `type`, read then, as a device-resident scalar is) into `prescaled`, which the plan
+  // reads as its input; prescaleElems elements. Null prescaleSrc: no premultiplication.
+  const std::byte* prescaleSrc = nullptr;
+  const void* scalar = nullptr;
+  uint64_t prescaleElems = 0;
+  std::vector<std::byte> prescaled;  // pooled with the op, so its capacity is kept
+  // AllReduceWithBias: once the op has succeeded, output = output (op) bias, element-wise
+  // over payloadBytes (Avg adds the bias to the average).
+  const std::byte* bias = nullptr;
 
   // Engine state.
   uint64_t seq = 0;
@@ -145,6 +155,8 @@ class Engine {
 
  private:
   int advance(Op& op);
+  // The op has reached the front of the queue: timestamp it and premultiply its input.
+  void activate(Op& op);
   enum class Start { Done, Deferred, NoSlots };
   // Starts step i of op. Deferred: the transport is momentarily full (try the later
   // steps, then this one again next pass); NoSlots: no request slot for it now.

@@ -659,5 +659,26 @@ TEST(FloatConvert, Fp8TablesMatchTheDecoders) {
   static_assert(floatToFp8e4m3(448.0f) == 0x7E && fp8e5m2ToFloat(0x7B) == 57344.0f);
 }
 
+// scale(): each element times one scalar, exactly as Prod with that scalar would compute
+// it, for every type, in place or not, across the internal block boundary.
+TEST(Scale, EqualsProdWithABroadcastScalar) {
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    const DataType type = DataType(t);
+    const size_t size = dataTypeSize(type);
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(4096 / size), size_t(4096 / size + 3), size_t(10007)}) {
+      std::vector<std::byte> src(count * size), scalars(count * size), want(count * size), got(count * size);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = std::byte((i * 131 + 7) & 0x7f);
+      std::byte scalar[8];
+      for (size_t i = 0; i < size; ++i) scalar[i] = std::byte(0x3c + i);  // a modest value in every type
+      for (size_t i = 0; i < count; ++i) std::memcpy(scalars.data() + i * size, scalar, size);
+      ref::reduce(want.data(), src.data(), scalars.data(), count, type, RedOp::Prod);
+      scale(got.data(), src.data(), count, type, scalar);
+      EXPECT_EQ(got, want) << dataTypeName(type) << " count " << count;
+      scale(src.data(), src.data(), count, type, scalar);  // in place
+      EXPECT_EQ(src, want) << dataTypeName(type) << " count " << count << " in place";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tempo::kernels
