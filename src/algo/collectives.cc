@@ -7,7 +7,6 @@
 namespace tempo::algo {
 namespace {
 
-constexpr uint64_t kMaxMsgs = 0xffff;  // message index bits in a collective's tag
 
 Step transfer(StepKind k, int peer, uint64_t msg, uint64_t bytes, Loc loc, uint32_t dep) {
   Step s;
@@ -67,27 +66,44 @@ bool singleRank(const CollPlanArgs& a, Plan& out) {
 
 }  // namespace
 
-void prependFingerprint(Plan& plan, int next, int prev, uint32_t msg, Loc mine, Loc theirs, uint64_t bytes) {
-  constexpr uint32_t kAdded = 3;
+uint32_t fingerprintRounds(int nranks) {
+  uint32_t rounds = 0;
+  while ((int64_t(1) << rounds) < nranks) ++rounds;
+  return rounds;
+}
+
+void prependFingerprint(Plan& plan, int rank, int nranks, uint32_t msg, Loc mine, Loc theirs, uint64_t bytes) {
+  const uint32_t rounds = fingerprintRounds(nranks);
+  const uint32_t added = 3 * rounds;
   for (Step& s : plan.steps)
     for (uint32_t& d : s.deps)
-      if (d != kNoDep) d += kAdded;
-  Step check;
-  check.kind = StepKind::Check;
-  check.peer = prev;
-  check.bytes = bytes;
-  check.src = theirs;
-  check.src2 = mine;
-  check.deps[0] = 1;
-  plan.steps.insert(plan.steps.begin(), {transfer(StepKind::Send, next, msg, bytes, mine, kNoDep),
-                                         transfer(StepKind::Recv, prev, msg, bytes, theirs, kNoDep), check});
-  plan.window += kAdded;
+      if (d != kNoDep) d += added;
+  // In place, so that a warm plan's capacity serves (no allocation per collective).
+  plan.steps.insert(plan.steps.begin(), added, Step{});
+  for (uint32_t k = 0; k < rounds; ++k) {
+    const int dist = int((int64_t(1) << k) % nranks);
+    const int to = (rank + dist) % nranks, from = (rank + nranks - dist) % nranks;
+    const uint32_t prevCheck = k == 0 ? kNoDep : 3 * k - 1;
+    Loc slot = theirs;
+    slot.offset += k * bytes;
+    plan.steps[3 * k] = transfer(StepKind::Send, to, msg - k, bytes, mine, prevCheck);
+    plan.steps[3 * k + 1] = transfer(StepKind::Recv, from, msg - k, bytes, slot, kNoDep);
+    Step& check = plan.steps[3 * k + 2];
+    check.kind = StepKind::Check;
+    check.peer = from;
+    check.bytes = bytes;
+    check.src = slot;
+    check.src2 = mine;
+    check.deps[0] = 3 * k + 1;
+    check.deps[1] = prevCheck;
+  }
+  plan.window += added;
 }
 
 uint64_t columnChunk(uint64_t bytes, uint64_t chunk, uint32_t msgsPerColumn, uint32_t typeSize) {
   chunk = std::max<uint64_t>(chunk, typeSize);
   chunk -= chunk % typeSize;
-  const uint64_t maxColumns = std::max<uint64_t>(1, kMaxMsgs / std::max<uint32_t>(1, msgsPerColumn));
+  const uint64_t maxColumns = std::max<uint64_t>(1, kMaxDataMsgs / std::max<uint32_t>(1, msgsPerColumn));
   if ((bytes + chunk - 1) / chunk > maxColumns) {
     chunk = (bytes + maxColumns - 1) / maxColumns;
     chunk = (chunk + typeSize - 1) / typeSize * typeSize;

@@ -29,6 +29,11 @@ enum class StepKind : uint8_t {
 };
 
 inline constexpr uint32_t kNoDep = UINT32_MAX;
+// A message's `msg` travels in 16 bits of its tag. Data plans number their messages
+// between a pair, in one direction, below kMaxDataMsgs; the ids above it are reserved for
+// the fingerprint rounds of prependFingerprint (at most 31).
+inline constexpr uint32_t kMsgIdSpace = 0x10000;
+inline constexpr uint32_t kMaxDataMsgs = kMsgIdSpace - 32;
 
 struct Step {
   StepKind kind = StepKind::Copy;
@@ -42,11 +47,18 @@ struct Step {
 };
 
 struct Plan;
-// Puts mismatch detection in front of a plan: send our `bytes`-byte fingerprint at `mine`
-// to `next` and receive `prev`'s into `theirs` as message `msg`, then a Check step. The
-// plan's own steps do not wait for it (detection costs no latency); their dependencies
-// are renumbered.
-void prependFingerprint(Plan& plan, int next, int prev, uint32_t msg, Loc mine, Loc theirs, uint64_t bytes);
+// Mismatch detection in front of a plan: a dissemination exchange of this rank's
+// `bytes`-byte fingerprint at `mine`, in fingerprintRounds(nranks) rounds. In round k the
+// fingerprint goes to rank + 2^k and that of rank - 2^k arrives at `theirs` + k * bytes
+// (message `msg` - k), and a Check step compares it with ours. Round k's send waits for
+// round k-1's check, and each check for the one before it, so a rank's last check
+// passes only if every rank's fingerprint equals its own (the ranks it has verified,
+// directly or through the senders' own checks, double every round): a mismatch anywhere
+// fails the collective on every rank, in ceil(log2 n) small messages per rank. The plan's
+// own steps do not wait for it (detection adds no latency to the data path); their
+// dependencies are renumbered.
+uint32_t fingerprintRounds(int nranks);
+void prependFingerprint(Plan& plan, int rank, int nranks, uint32_t msg, Loc mine, Loc theirs, uint64_t bytes);
 
 struct Plan {
   std::vector<Step> steps;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "src/algo/collectives.h"
 #include "src/algo/ring.h"
 
 namespace tempo::algo {
@@ -41,9 +42,11 @@ void planRingAllReduce(const RingAllReduceArgs& a, Plan& out) {
   const uint64_t segElems = segmentElems(a.count, a.typeSize, n);
   uint64_t chunkBytes = a.chunkBytes;
   if (a.inPlace) chunkBytes = std::min(chunkBytes, a.scratchBytes / 2);  // two slots at least
+  const uint32_t msgsPerColumn = uint32_t(2 * (n - 1));
+  // Few enough columns that every message id fits below kMaxDataMsgs.
+  chunkBytes = columnChunk(segElems * ts, chunkBytes, msgsPerColumn, uint32_t(ts));
   const uint64_t chunkElems = std::max<uint64_t>(1, chunkBytes / ts);
   const uint64_t columns = (segElems + chunkElems - 1) / chunkElems;
-  const uint32_t msgsPerColumn = uint32_t(2 * (n - 1));
 
   // In-place reduce-scatter receives into scratch slots, reused round-robin; a slot is
   // refilled only after the reduction that read it.

@@ -251,7 +251,8 @@ engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
   op->coll = a.coll;
   op->p2p = a.p2p != P2p::None;
   op->verify = nullptr;
-  op->mismatch = false;
+  op->fingerprintRounds = 0;
+  op->causeKnown = false;
   op->prescaleSrc = nullptr;
   op->scalar = a.scalar;
   op->bias = static_cast<const std::byte*>(a.bias);
@@ -401,10 +402,10 @@ const char* opText(uint8_t op) { return op == kPreMulSumCode ? "ncclPreMulSum" :
 
 // Compares the previous rank's fingerprint with ours; names the first field that differs,
 // both values and both ranks.
-Status verifyFingerprint(const engine::Op& op, int rank, int peer) {
+Status verifyFingerprint(const engine::Op& op, const std::byte* received, int rank, int peer) {
   Fingerprint mine, theirs;
   memcpy(&mine, op.fingerprint.data(), sizeof mine);
-  memcpy(&theirs, op.peerFingerprint.data(), sizeof theirs);
+  memcpy(&theirs, received, sizeof theirs);
   const char* name = engine::collName(engine::CollKind(mine.coll));
   const unsigned long seq = (unsigned long)mine.seq;
   if (theirs.magic != mine.magic)
@@ -448,8 +449,9 @@ void Communicator::addFingerprint(engine::Op& op, const CollArgs& a) {
   memcpy(op.fingerprint.data(), &f, sizeof f);
   op.verify = verifyFingerprint;
   auto at = [](const void* p) { return algo::Loc{algo::BufId::Absolute, uint64_t(uintptr_t(p))}; };
-  algo::prependFingerprint(op.plan, (rank_ + 1) % nranks_, (rank_ + nranks_ - 1) % nranks_, kFingerprintMsg,
-                           at(op.fingerprint.data()), at(op.peerFingerprint.data()), sizeof f);
+  algo::prependFingerprint(op.plan, rank_, nranks_, kFingerprintMsg, at(op.fingerprint.data()),
+                           at(op.peerFingerprints[0].data()), sizeof f);
+  op.fingerprintRounds = algo::fingerprintRounds(nranks_);
 }
 
 Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
@@ -580,7 +582,10 @@ void Communicator::recordError(Status s) {
 Status Communicator::explainFailure(Status s, bool isCause) {
   if (isCause || !boot_) return s;
   std::string why;
-  const Deadline deadline = Deadline::after(300 * 1000 * 1000);  // a notice follows its abort closely
+  // The cause travels around the bootstrap ring, one hop per forwarding rank's liveness
+  // check (20 ms); a second covers rings of dozens of ranks, and a real fault with no notice
+  // to wait for is reported a second late at most (sooner when a ring neighbour is gone).
+  const Deadline deadline = Deadline::after(1000 * 1000 * 1000);
   while (!deadline.expired()) {
     Status notice = boot_->pollNotice(&why);
     if (!ok(notice)) return fail(notice, "%s", why.c_str());

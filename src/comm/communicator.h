@@ -174,10 +174,11 @@ class Communicator : public engine::Liveness {
   void logCall(const CollArgs& a, uint64_t seq) const;
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
   engine::Op* takeOp(const CollArgs& a, uint64_t payloadBytes);
-  // Mismatch detection (TEMPO_CHECK_MISMATCH): the call's fingerprint travels to the next
-  // ring rank as message kFingerprintMsg ahead of the plan, and is checked there.
+  // Mismatch detection (TEMPO_CHECK_MISMATCH): the call's fingerprint travels in the
+  // dissemination rounds of algo::prependFingerprint (messages kFingerprintMsg - round,
+  // above every data message) and is checked by every rank it reaches.
   void addFingerprint(engine::Op& op, const CollArgs& a);
-  static constexpr uint32_t kFingerprintMsg = 0xffff;
+  static constexpr uint32_t kFingerprintMsg = algo::kMsgIdSpace - 1;
 
   int rank_ = 0, nranks_ = 1, device_ = 0;
   uint64_t commHash_ = 0;

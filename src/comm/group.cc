@@ -90,7 +90,7 @@ Status driveBatch(std::span<const Item> items) {
         st = fail(Status::InvalidUsage, "comm %p rank %d was aborted (ncclCommAbort) during a collective",
                   static_cast<void*>(c), c->rank());
       } else {
-        st = c->explainFailure(ops[i]->status, ops[i]->mismatch);
+        st = c->explainFailure(ops[i]->status, ops[i]->causeKnown);
         c->recordError(st);
       }
       if (ok(first) || first == ops[i]->status) first = st;

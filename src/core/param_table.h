@@ -51,9 +51,9 @@ TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
 
 // ---- engine, algorithms ----
 TEMPO_PARAM(CheckMismatch, "TEMPO_CHECK_MISMATCH", Int, "1",
-            "1: every collective sends a fingerprint (collective, count, datatype, op, root, sequence) to the "
-            "next rank; a mismatch fails it with ncclInvalidUsage there and, by notice around the ring, on every "
-            "other rank (in that collective, or in the next call of a rank that had already finished it); 0: off")
+            "1: every collective exchanges a fingerprint (collective, count, datatype, op, root, sequence) in "
+            "ceil(log2 n) rounds and completes only when every rank's matches; a mismatch fails that collective "
+            "with ncclInvalidUsage on every rank; 0: off")
 TEMPO_PARAM(Algo, "TEMPO_ALGO", Str, "auto",
             "all-reduce algorithm: auto (chosen per size by the tuner), ring, rd (recursive "
             "doubling) or direct (one-shot: every rank sends to every rank)")

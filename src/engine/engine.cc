@@ -16,7 +16,7 @@ namespace {
 
 enum : uint8_t { kWaiting = 0, kPosted = 1, kDone = 2 };
 constexpr int kMaxPosted = 256;
-constexpr int64_t kLivenessCheckNs = 100 * 1000 * 1000;
+constexpr int64_t kLivenessCheckNs = 20 * 1000 * 1000;
 
 // Tag of one message (40 bits): a collective's is its sequence number (23 bits) and the
 // message index within it (16 bits); a point-to-point message's has the top bit set and
@@ -150,10 +150,10 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       if (s.bytes) memmove(resolve(op, s.dst), resolve(op, s.src), s.bytes);
       break;
     case algo::StepKind::Check: {
-      Status st = op.verify ? op.verify(op, rank_, s.peer) : Status::Success;
+      Status st = op.verify ? op.verify(op, resolve(op, s.src), rank_, s.peer) : Status::Success;
       if (!ok(st)) {
         op.state[i] = kDone;
-        op.mismatch = true;
+        op.causeKnown = true;
         finish(op, st);
         return Start::Done;
       }
@@ -227,18 +227,27 @@ int Engine::advance(Op& op) {
 void Engine::finish(Op& op, Status s) {
   if (op.done) return;
   // A mismatched call often fails in the data path first (a message of the wrong size).
-  // When the peer's fingerprint is already here, report the mismatch it reveals instead:
-  // the cause, not the symptom. (The fingerprint steps are the plan's first three.)
-  if (!ok(s) && op.verify && op.plan.steps.size() >= 3 && op.state[2] != kDone) {
-    const bool arrived = op.state[1] == kDone ||
-                         (op.state[1] == kPosted && reqs_[op.reqOf[1]].done && ok(reqs_[op.reqOf[1]].status));
-    if (arrived) {
-      op.state[2] = kDone;
-      Status v = op.verify(op, rank_, op.plan.steps[2].peer);
-      if (!ok(v)) {
-        s = v;
-        op.mismatch = true;
-      }
+  // When a peer's fingerprint is here, report the mismatch it reveals instead: the cause,
+  // not the symptom. (Round k's steps are the plan's 3k, 3k+1 and 3k+2.) Round 0's comes
+  // unconditionally, at the start of the previous rank's collective: give it a moment to
+  // land if it is on its way.
+  if (!ok(s) && !op.causeKnown && op.verify && op.fingerprintRounds > 0 && op.state[1] == kPosted) {
+    const Deadline soon = Deadline::after(100 * 1000 * 1000);
+    while (!reqs_[op.reqOf[1]].done && !soon.expired())
+      for (transport::Endpoint* ep : endpoints_) ep->progress();
+  }
+  for (uint32_t k = 0; !ok(s) && !op.causeKnown && op.verify && k < op.fingerprintRounds; ++k) {
+    const uint32_t recv = 3 * k + 1, check = 3 * k + 2;
+    if (op.state[check] == kDone) continue;
+    const bool arrived = op.state[recv] == kDone ||
+                         (op.state[recv] == kPosted && reqs_[op.reqOf[recv]].done && ok(reqs_[op.reqOf[recv]].status));
+    if (!arrived) continue;
+    op.state[check] = kDone;
+    const algo::Step& c = op.plan.steps[check];
+    Status v = op.verify(op, resolve(op, c.src), rank_, c.peer);
+    if (!ok(v)) {
+      s = v;
+      op.causeKnown = true;
     }
   }
   if (ok(s) && op.bias) {
@@ -269,7 +278,7 @@ int Engine::progress() {
   return work;
 }
 
-void Engine::abort(Status why) {
+void Engine::abort(Status why, bool causeKnown) {
   if (ok(failed_)) {
     failed_ = ok(why) ? Status::RemoteError : why;
     for (transport::Endpoint* ep : endpoints_) ep->cancelAll();
@@ -282,6 +291,7 @@ void Engine::abort(Status why) {
     queue_.pop_front();
     if (!op.done) {
       op.status = failed_;
+      op.causeKnown = causeKnown;
       op.done = true;
       op.record.tExit = nowNs();
       op.record.status = failed_;
@@ -313,14 +323,14 @@ Status waitAll(std::span<Engine* const> engines) {
     int64_t now = nowNs();
     if (!idleSince) idleSince = lastCheck = now;
     int64_t idle = now - idleSince;
-    // Every 100 ms without progress, ask whether a peer is gone or has reported a failure
+    // Every 20 ms without progress, ask whether a peer is gone or has reported a failure
     // (a collective mismatch, an abort), so that no wait outlives the job's failure.
     if (now - lastCheck >= kLivenessCheckNs) {
       lastCheck = now;
       for (Engine* e : engines) {
         if (e->idle() || !e->liveness()) continue;
         Status s = e->liveness()->check();
-        if (!ok(s)) e->abort(s);
+        if (!ok(s)) e->abort(s, /*causeKnown=*/true);
       }
     }
     if (idle < spinNs) {

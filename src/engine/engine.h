@@ -86,12 +86,19 @@ struct Op {
   // per-peer, per-direction message counter both sides keep, so that pairs of ranks can
   // exchange messages while the others do not (tags in a space of their own).
   bool p2p = false;
-  // Mismatch detection: this rank's fingerprint of the call, sent to the next ring rank,
-  // and the previous rank's, received by the plan's first steps; the Check step calls
-  // verify(op, thisRank, peer), whose error fails the op.
-  std::array<std::byte, 32> fingerprint{}, peerFingerprint{};
-  Status (*verify)(const Op& op, int rank, int peer) = nullptr;
-  bool mismatch = false;  // set when verify failed the op (its status is the cause itself)
+  // Mismatch detection: this rank's fingerprint of the call, and the ones received in the
+  // dissemination rounds of algo::prependFingerprint (round k in peerFingerprints[k]).
+  // Each Check step calls verify(op, theirs, thisRank, peer), whose error fails the op;
+  // fingerprintRounds says how many rounds the plan's first 3 x rounds steps hold.
+  static constexpr int kMaxFingerprintRounds = 31;  // 2^31 ranks
+  std::array<std::byte, 32> fingerprint{};
+  std::array<std::array<std::byte, 32>, kMaxFingerprintRounds> peerFingerprints{};
+  uint32_t fingerprintRounds = 0;
+  Status (*verify)(const Op& op, const std::byte* theirs, int rank, int peer) = nullptr;
+  // The op's status is the cause itself, not a symptom: verify found a mismatch, or a
+  // liveness check failed it with a peer's notice. (Otherwise the communicator waits a
+  // moment for a peer to explain a failed transfer.)
+  bool causeKnown = false;
   // PreMulSum: when the op starts, the engine writes prescaleSrc x *scalar (one element of
   // `type`, read then, as a device-resident scalar is) into `prescaled`, which the plan
   // reads as its input; prescaleElems elements. Null prescaleSrc: no premultiplication.
@@ -113,7 +120,7 @@ struct Op {
   OpRecord record;
 };
 
-// The engine's view of its owner. check() is consulted every 100 ms while a wait is idle
+// The engine's view of its owner. check() is consulted every 20 ms while a wait is idle
 // and returns an error when a peer is known to be gone, which fails the wait instead of
 // letting it hang. abortRequested() is read on every pass of a wait (an atomic load):
 // when it turns true (ncclCommAbort on another thread), the wait aborts the engine (its
@@ -140,8 +147,9 @@ class Engine {
   bool idle() const { return queue_.empty(); }
   // Whether the engine has failed; its endpoints are cancelled and every op errors.
   Status health() const { return failed_; }
-  // Cancels every posted transfer and fails queued ops (abort).
-  void abort(Status why);
+  // Cancels every posted transfer and fails queued ops (abort); `causeKnown` marks their
+  // status as the cause (see Op::causeKnown).
+  void abort(Status why, bool causeKnown = false);
 
   const RecordRing& records() const { return records_; }
   uint64_t nextSeq() const { return nextSeq_; }
@@ -206,7 +214,7 @@ class Engine {
 // Drives `engines` until each is idle (or failed), backing off when there is no work:
 // spin for the engines' spin time, then yield until TEMPO_YIELD_US, then sleep in growing steps
 // (waiting on the transport where there is a single endpoint to wait on). Each engine's
-// Liveness is consulted every 100 ms without progress and may fail the wait.
+// Liveness is consulted every 20 ms without progress and may fail the wait.
 Status waitAll(std::span<Engine* const> engines);
 
 }  // namespace tempo::engine

@@ -648,23 +648,82 @@ TEST(CollectivePlans, FingerprintStepsPrecedeAndDoNotDelayThePlan) {
   Plan p;
   CollPlanArgs a;
   a.count = 1000;
-  a.nranks = 4;
+  a.nranks = 5;
   a.rank = 1;
   planRingAllGather(a, p);
   const Plan original = p;
-  prependFingerprint(p, 2, 0, 0xffff, {BufId::Absolute, 0x1000}, {BufId::Absolute, 0x2000}, 32);
-  ASSERT_EQ(p.steps.size(), original.steps.size() + 3);
-  EXPECT_EQ(p.steps[0].kind, StepKind::Send);
-  EXPECT_EQ(p.steps[0].peer, 2);
-  EXPECT_EQ(p.steps[1].kind, StepKind::Recv);
-  EXPECT_EQ(p.steps[1].peer, 0);
-  EXPECT_EQ(p.steps[2].kind, StepKind::Check);
-  EXPECT_EQ(p.steps[2].deps[0], 1u);
+  prependFingerprint(p, 1, 5, 0xffff, {BufId::Absolute, 0x1000}, {BufId::Absolute, 0x2000}, 32);
+  ASSERT_EQ(fingerprintRounds(5), 3u);
+  const uint32_t added = 9;
+  ASSERT_EQ(p.steps.size(), original.steps.size() + added);
+  // Round k: send to rank + 2^k, receive from rank - 2^k into slot k, check it.
+  const int to[] = {2, 3, 0}, from[] = {0, 4, 2};
+  for (uint32_t k = 0; k < 3; ++k) {
+    const Step &send = p.steps[3 * k], &recv = p.steps[3 * k + 1], &check = p.steps[3 * k + 2];
+    EXPECT_EQ(send.kind, StepKind::Send);
+    EXPECT_EQ(send.peer, to[k]);
+    EXPECT_EQ(send.msg, 0xffffu - k);
+    EXPECT_EQ(send.deps[0], k == 0 ? kNoDep : 3 * k - 1) << "round k's send waits for round k-1's check";
+    EXPECT_EQ(recv.kind, StepKind::Recv);
+    EXPECT_EQ(recv.peer, from[k]);
+    EXPECT_EQ(recv.dst.offset, 0x2000u + 32 * k);
+    EXPECT_EQ(check.kind, StepKind::Check);
+    EXPECT_EQ(check.peer, from[k]);
+    EXPECT_EQ(check.deps[0], 3 * k + 1);
+    EXPECT_EQ(check.deps[1], k == 0 ? kNoDep : 3 * k - 1) << "checks are chained";
+  }
   for (size_t i = 0; i < original.steps.size(); ++i)
     for (int k = 0; k < 2; ++k) {
       uint32_t d = original.steps[i].deps[k];
-      EXPECT_EQ(p.steps[i + 3].deps[k], d == kNoDep ? kNoDep : d + 3) << "step " << i;
+      EXPECT_EQ(p.steps[i + added].deps[k], d == kNoDep ? kNoDep : d + added) << "step " << i;
     }
+  EXPECT_EQ(fingerprintRounds(1), 0u);
+  EXPECT_EQ(fingerprintRounds(2), 1u);
+  EXPECT_EQ(fingerprintRounds(8), 3u);
+  EXPECT_EQ(fingerprintRounds(9), 4u);
+}
+
+// The property mismatch detection rests on: a rank's last check passes only if every
+// rank's fingerprint equals its own. Derived from the plans' dependencies alone: a passed
+// check of rank q on the fingerprint from p proves fp(p) == fp(q), and whatever p had
+// proved before sending (its send's dependency) comes with it.
+TEST(CollectivePlans, EveryRanksLastFingerprintCheckCoversEveryRank) {
+  for (int n = 2; n <= 33; ++n) {
+    std::vector<Plan> plans(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      prependFingerprint(plans[size_t(r)], r, n, 0xffff, {BufId::Absolute, 0}, {BufId::Absolute, 64}, 32);
+    const uint32_t steps = 3 * fingerprintRounds(n);
+    // proven[r][i]: the ranks whose fingerprint is known equal to r's once step i is done.
+    std::vector<std::vector<std::vector<bool>>> proven(static_cast<size_t>(n), std::vector<std::vector<bool>>(steps));
+    for (uint32_t i = 0; i < steps; ++i) {
+      for (int r = 0; r < n; ++r) {
+        const Step& s = plans[size_t(r)].steps[i];
+        std::vector<bool> set(static_cast<size_t>(n), false);
+        set[size_t(r)] = true;
+        for (uint32_t d : s.deps)
+          if (d != kNoDep)
+            for (int x = 0; x < n; ++x) set[size_t(x)] = set[size_t(x)] || proven[size_t(r)][d][size_t(x)];
+        if (s.kind == StepKind::Check) {
+          // Find the matching send on the peer: same msg, to r. It precedes in step order.
+          const Plan& peer = plans[size_t(s.peer)];
+          bool found = false;
+          for (uint32_t j = 0; j < steps && !found; ++j) {
+            const Step& t = peer.steps[j];
+            if (t.kind != StepKind::Send || t.peer != r || t.msg != plans[size_t(r)].steps[s.deps[0]].msg) continue;
+            found = true;
+            set[size_t(s.peer)] = true;
+            if (t.deps[0] != kNoDep)
+              for (int x = 0; x < n; ++x) set[size_t(x)] = set[size_t(x)] || proven[size_t(s.peer)][t.deps[0]][size_t(x)];
+          }
+          ASSERT_TRUE(found) << "n " << n << " rank " << r << " step " << i;
+        }
+        proven[size_t(r)][i] = set;
+      }
+    }
+    for (int r = 0; r < n; ++r)
+      for (int x = 0; x < n; ++x)
+        ASSERT_TRUE(proven[size_t(r)][steps - 1][size_t(x)]) << "n " << n << ": rank " << r << " never verifies rank " << x;
+  }
 }
 
 }  // namespace
