@@ -9,20 +9,14 @@
 #include <tuple>
 
 #include "tests/coll/coll_fixture.h"
+#include "tests/common/rank_case.h"
 #include "tests/common/verify.h"
 
-// ncclAllToAll and ncclAllToAllv are RCCL's deprecated spellings; they are tested here on purpose.
+// ncclAllToAllv is RCCL's deprecated spelling; they are tested here on purpose.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace tempo::testing {
 namespace {
-
-std::vector<size_t> countsFor(int n) { return {0, 1, 7, size_t(n) + 1, 1021, 4099}; }
-
-// Datatypes for the collectives that only move data: every element size, and formats whose
-// bytes must not be reinterpreted (fp8, bf16).
-constexpr DataType kMoveTypes[] = {DataType::Int8, DataType::Float8e5m2, DataType::Bfloat16, DataType::Float32,
-                                   DataType::Float64};
 
 // One rank's buffers, each with guards.
 struct Bufs {
@@ -68,177 +62,34 @@ class Collectives : public ::testing::TestWithParam<Param> {
     param::overrideForTest(param::Id::ChunkSize, nullptr);
   }
   const CommWorld& w() const { return *world_; }
+
+  // Runs every case of casesFor(c) on every rank (on threads, or from one thread in a group
+  // for odd seeds) and checks each rank's buffers (tests/common/rank_case.h).
+  void runCases(Coll c, uint64_t seed) {
+    const int n = w().size();
+    for (const RankCase& k : casesFor(c, n, seed)) {
+      SCOPED_TRACE(k.describe());
+      std::vector<RankBuffers> ranks;
+      ranks.reserve(size_t(n));
+      for (int r = 0; r < n; ++r) ranks.emplace_back(k, r, n);
+      runAll(w(), (k.seed & 1) != 0, [&](int r) { return ranks[size_t(r)].call(w()[r]); });
+      if (HasFatalFailure()) return;
+      for (int r = 0; r < n; ++r) EXPECT_EQ(ranks[size_t(r)].check(), "") << "rank " << r;
+    }
+  }
+
   std::unique_ptr<CommWorld> world_;
 };
 
-TEST_P(Collectives, BroadcastDeliversTheRootsBufferToEveryRank) {
-  const int n = w().size();
-  uint64_t seed = 11;
-  for (DataType t : kMoveTypes)
-    for (size_t count : countsFor(n))
-      for (int root : {0, n - 1})
-        for (bool inPlace : {false, true}) {
-          SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count) + " root " +
-                       std::to_string(root) + (inPlace ? " in place" : ""));
-          const size_t bytes = count * dataTypeSize(t);
-          Bufs b;
-          for (int r = 0; r < n; ++r) {
-            b.in.emplace_back(bytes);
-            b.out.emplace_back(bytes);
-            fill(b.in.back(), count, t, RedOp::Sum, r, n, seed);
-          }
-          runAll(w(), (seed & 1) != 0, [&](int r) {
-            void* src = b.in[size_t(r)].data();
-            void* dst = inPlace ? src : b.out[size_t(r)].data();
-            return inPlace ? ncclBcast(dst, count, ncclDataType_t(t), root, w()[r], nullptr)
-                           : ncclBroadcast(src, dst, count, ncclDataType_t(t), root, w()[r], nullptr);
-          });
-          if (HasFatalFailure()) return;
-          GuardedBuffer want(bytes);
-          fill(want, count, t, RedOp::Sum, root, n, seed);
-          for (int r = 0; r < n; ++r)
-            EXPECT_EQ(countMismatches(inPlace ? b.in[size_t(r)].data() : b.out[size_t(r)].data(), want.data(), count, t), 0u)
-                << "rank " << r;
-          expectGuards(b);
-          ++seed;
-        }
-}
+TEST_P(Collectives, BroadcastDeliversTheRootsBufferToEveryRank) { runCases(Coll::Broadcast, 11); }
 
-TEST_P(Collectives, ReduceLeavesTheReductionOnTheRootOnly) {
-  const int n = w().size();
-  uint64_t seed = 23;
-  for (DataType t : kAllTypes)
-    for (RedOp op : kAllOps)
-      for (size_t count : {size_t(0), size_t(1), size_t(n) + 1, size_t(1021)})
-        for (bool inPlace : {false, true}) {
-          const int root = int(seed % uint64_t(n));
-          SCOPED_TRACE(std::string(dataTypeName(t)) + " " + redOpName(op) + " count " + std::to_string(count) +
-                       " root " + std::to_string(root) + (inPlace ? " in place" : ""));
-          const size_t bytes = count * dataTypeSize(t);
-          Bufs b;
-          for (int r = 0; r < n; ++r) {
-            b.in.emplace_back(bytes);
-            b.out.emplace_back(bytes);
-            fill(b.in.back(), count, t, op, r, n, seed);
-          }
-          runAll(w(), (seed & 1) != 0, [&](int r) {
-            void* src = b.in[size_t(r)].data();
-            void* dst = inPlace ? src : b.out[size_t(r)].data();
-            return ncclReduce(src, dst, count, ncclDataType_t(t), ncclRedOp_t(op), root, w()[r], nullptr);
-          });
-          if (HasFatalFailure()) return;
-          GuardedBuffer want(bytes);
-          expectedAllReduce(want.data(), count, t, op, n, seed);
-          EXPECT_EQ(countMismatches(inPlace ? b.in[size_t(root)].data() : b.out[size_t(root)].data(), want.data(),
-                                    count, t), 0u);
-          for (int r = 0; r < n && !inPlace; ++r) {  // inputs stay untouched out of place
-            GuardedBuffer orig(bytes);
-            fill(orig, count, t, op, r, n, seed);
-            EXPECT_EQ(countMismatches(b.in[size_t(r)].data(), orig.data(), count, t), 0u) << "rank " << r;
-          }
-          expectGuards(b);
-          ++seed;
-        }
-}
+TEST_P(Collectives, ReduceLeavesTheReductionOnTheRootOnly) { runCases(Coll::Reduce, 23); }
 
-TEST_P(Collectives, AllGatherConcatenatesEveryRanksBlockInRankOrder) {
-  const int n = w().size();
-  uint64_t seed = 31;
-  for (DataType t : kMoveTypes)
-    for (size_t count : countsFor(n))
-      for (bool inPlace : {false, true}) {
-        SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count) + (inPlace ? " in place" : ""));
-        const size_t bytes = count * dataTypeSize(t);
-        Bufs b;
-        for (int r = 0; r < n; ++r) {
-          b.in.emplace_back(bytes);
-          b.out.emplace_back(bytes * size_t(n));
-          fill(b.in.back(), count, t, RedOp::Sum, r, n, seed);
-          if (inPlace && bytes) std::memcpy(at(b.out.back(), size_t(r) * count, t), b.in.back().data(), bytes);
-        }
-        runAll(w(), (seed & 1) != 0, [&](int r) {
-          void* dst = b.out[size_t(r)].data();
-          const void* src = inPlace ? at(b.out[size_t(r)], size_t(r) * count, t) : b.in[size_t(r)].data();
-          return ncclAllGather(src, dst, count, ncclDataType_t(t), w()[r], nullptr);
-        });
-        if (HasFatalFailure()) return;
-        for (int j = 0; j < n; ++j) {
-          GuardedBuffer want(bytes);
-          fill(want, count, t, RedOp::Sum, j, n, seed);
-          for (int r = 0; r < n; ++r)
-            EXPECT_EQ(countMismatches(at(b.out[size_t(r)], size_t(j) * count, t), want.data(), count, t), 0u)
-                << "rank " << r << " block " << j;
-        }
-        expectGuards(b);
-        ++seed;
-      }
-}
+TEST_P(Collectives, AllGatherConcatenatesEveryRanksBlockInRankOrder) { runCases(Coll::AllGather, 31); }
 
-TEST_P(Collectives, ReduceScatterLeavesBlockRReducedOnRankR) {
-  const int n = w().size();
-  uint64_t seed = 41;
-  for (DataType t : kAllTypes)
-    for (RedOp op : kAllOps)
-      for (size_t count : {size_t(0), size_t(1), size_t(n) + 1, size_t(1021)})
-        for (bool inPlace : {false, true}) {
-          SCOPED_TRACE(std::string(dataTypeName(t)) + " " + redOpName(op) + " count " + std::to_string(count) +
-                       (inPlace ? " in place" : ""));
-          const size_t bytes = count * dataTypeSize(t), total = count * size_t(n);
-          Bufs b;
-          for (int r = 0; r < n; ++r) {
-            b.in.emplace_back(bytes * size_t(n));
-            b.out.emplace_back(bytes);
-            fill(b.in.back(), total, t, op, r, n, seed);
-          }
-          runAll(w(), (seed & 1) != 0, [&](int r) {
-            const void* src = b.in[size_t(r)].data();
-            void* dst = inPlace ? at(b.in[size_t(r)], size_t(r) * count, t) : b.out[size_t(r)].data();
-            return ncclReduceScatter(src, dst, count, ncclDataType_t(t), ncclRedOp_t(op), w()[r], nullptr);
-          });
-          if (HasFatalFailure()) return;
-          GuardedBuffer want(bytes * size_t(n));
-          expectedAllReduce(want.data(), total, t, op, n, seed);
-          for (int r = 0; r < n; ++r) {
-            unsigned char* got = inPlace ? at(b.in[size_t(r)], size_t(r) * count, t)
-                                         : static_cast<unsigned char*>(b.out[size_t(r)].data());
-            EXPECT_EQ(countMismatches(got, at(want, size_t(r) * count, t), count, t), 0u) << "rank " << r;
-          }
-          expectGuards(b);
-          ++seed;
-        }
-}
+TEST_P(Collectives, ReduceScatterLeavesBlockRReducedOnRankR) { runCases(Coll::ReduceScatter, 41); }
 
-// Rank r's send block j holds element r*n+j's values; rank r receives block j from rank j.
-TEST_P(Collectives, AllToAllTransposesBlocks) {
-  const int n = w().size();
-  uint64_t seed = 53;
-  for (DataType t : kMoveTypes)
-    for (size_t count : countsFor(n)) {
-      SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count));
-      const size_t bytes = count * dataTypeSize(t), total = count * size_t(n);
-      Bufs b;
-      for (int r = 0; r < n; ++r) {
-        b.in.emplace_back(bytes * size_t(n));
-        b.out.emplace_back(bytes * size_t(n));
-        fill(b.in.back(), total, t, RedOp::Sum, r, n, seed);
-      }
-      runAll(w(), (seed & 1) != 0, [&](int r) {
-        // Alternate the two spellings: RCCL's ncclAllToAll forwards to ncclAlltoAll.
-        return (r & 1) ? ncclAllToAll(b.in[size_t(r)].data(), b.out[size_t(r)].data(), count, ncclDataType_t(t), w()[r], nullptr)
-                       : ncclAlltoAll(b.in[size_t(r)].data(), b.out[size_t(r)].data(), count, ncclDataType_t(t), w()[r], nullptr);
-      });
-      if (HasFatalFailure()) return;
-      for (int j = 0; j < n; ++j) {
-        GuardedBuffer src(bytes * size_t(n));
-        fill(src, total, t, RedOp::Sum, j, n, seed);
-        for (int r = 0; r < n; ++r)
-          EXPECT_EQ(countMismatches(at(b.out[size_t(r)], size_t(j) * count, t), at(src, size_t(r) * count, t), count, t), 0u)
-              << "rank " << r << " block from " << j;
-      }
-      expectGuards(b);
-      ++seed;
-    }
-}
+TEST_P(Collectives, AllToAllTransposesBlocks) { runCases(Coll::AllToAll, 53); }
 
 // Uneven counts, some zero, with gaps between the blocks: rank r sends c(r, j) elements to
 // j, where c(r, j) = (r + 2j + k) % 4 * base; the gaps must stay untouched.
@@ -291,66 +142,9 @@ TEST_P(Collectives, AllToAllvHonoursCountsAndDisplacements) {
   }
 }
 
-TEST_P(Collectives, GatherCollectsEveryBlockOnTheRoot) {
-  const int n = w().size();
-  uint64_t seed = 61;
-  for (DataType t : kMoveTypes)
-    for (size_t count : countsFor(n))
-      for (bool inPlace : {false, true}) {
-        const int root = int(seed % uint64_t(n));
-        SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count) + " root " +
-                     std::to_string(root) + (inPlace ? " in place" : ""));
-        const size_t bytes = count * dataTypeSize(t);
-        Bufs b;
-        for (int r = 0; r < n; ++r) {
-          b.in.emplace_back(bytes);
-          b.out.emplace_back(bytes * size_t(n));
-          fill(b.in.back(), count, t, RedOp::Sum, r, n, seed);
-          if (inPlace && r == root && bytes) std::memcpy(at(b.out.back(), size_t(r) * count, t), b.in.back().data(), bytes);
-        }
-        runAll(w(), (seed & 1) != 0, [&](int r) {
-          const void* src = inPlace && r == root ? at(b.out[size_t(r)], size_t(r) * count, t) : b.in[size_t(r)].data();
-          return ncclGather(src, b.out[size_t(r)].data(), count, ncclDataType_t(t), root, w()[r], nullptr);
-        });
-        if (HasFatalFailure()) return;
-        for (int j = 0; j < n; ++j)
-          EXPECT_EQ(countMismatches(at(b.out[size_t(root)], size_t(j) * count, t), b.in[size_t(j)].data(), count, t), 0u)
-              << "block " << j;
-        expectGuards(b);
-        ++seed;
-      }
-}
+TEST_P(Collectives, GatherCollectsEveryBlockOnTheRoot) { runCases(Coll::Gather, 61); }
 
-TEST_P(Collectives, ScatterHandsBlockRToRankR) {
-  const int n = w().size();
-  uint64_t seed = 71;
-  for (DataType t : kMoveTypes)
-    for (size_t count : countsFor(n))
-      for (bool inPlace : {false, true}) {
-        const int root = int(seed % uint64_t(n));
-        SCOPED_TRACE(std::string(dataTypeName(t)) + " count " + std::to_string(count) + " root " +
-                     std::to_string(root) + (inPlace ? " in place" : ""));
-        const size_t bytes = count * dataTypeSize(t), total = count * size_t(n);
-        Bufs b;
-        for (int r = 0; r < n; ++r) {
-          b.in.emplace_back(bytes * size_t(n));
-          b.out.emplace_back(bytes);
-          fill(b.in.back(), total, t, RedOp::Sum, r, n, seed);
-        }
-        runAll(w(), (seed & 1) != 0, [&](int r) {
-          void* dst = inPlace && r == root ? at(b.in[size_t(r)], size_t(r) * count, t) : b.out[size_t(r)].data();
-          return ncclScatter(b.in[size_t(r)].data(), dst, count, ncclDataType_t(t), root, w()[r], nullptr);
-        });
-        if (HasFatalFailure()) return;
-        for (int r = 0; r < n; ++r) {
-          unsigned char* got = inPlace && r == root ? at(b.in[size_t(r)], size_t(r) * count, t)
-                                                    : static_cast<unsigned char*>(b.out[size_t(r)].data());
-          EXPECT_EQ(countMismatches(got, at(b.in[size_t(root)], size_t(r) * count, t), count, t), 0u) << "rank " << r;
-        }
-        expectGuards(b);
-        ++seed;
-      }
-}
+TEST_P(Collectives, ScatterHandsBlockRToRankR) { runCases(Coll::Scatter, 71); }
 
 // Every rank sends a distinct message to every rank, itself included, and receives one from
 // each, all in one group per rank; sends and receives are called in opposite orders on

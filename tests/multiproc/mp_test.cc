@@ -107,6 +107,22 @@ INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcess,
                                   std::to_string(p.param.nranks) + "ranks";
                          });
 
+// Every other collective and send/receive, over the matrix of tests/common/rank_case.h, with
+// ranks as processes.
+class MultiProcessCollectives : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MultiProcessCollectives, EveryCollectiveTypeCountRootPlacementIsBitExact) {
+  const Case& c = GetParam();
+  std::vector<std::string> env = {std::string("FI_PROVIDER=") + c.provider, "TEMPO_MP_MODE=collectives"};
+  expectAllSucceed(runWorkers(c.nranks, env, 240));
+}
+
+INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcessCollectives,
+                         ::testing::Values(Case{"shm", 1, "", ""}, Case{"shm", 2, "", ""}, Case{"shm", 3, "", ""},
+                                           Case{"shm", 4, "", ""}, Case{"shm", 5, "", ""}, Case{"shm", 8, "", ""},
+                                           Case{"tcp", 3, "", ""}),
+                         [](const auto& p) { return std::string(p.param.provider) + "_" + std::to_string(p.param.nranks) + "ranks"; });
+
 // Default selection between processes of one host is libfabric shm.
 TEST(MultiProcessAuto, DefaultTransportSelection) {
   expectAllSucceed(runWorkers(3, {"TEMPO_MP_MODE=matrix"}, 240));

@@ -4,6 +4,8 @@
 // starts the bootstrap root there), the transport variables under test, and
 // TEMPO_MP_MODE:
 //   matrix  every datatype x op x count x placement, bit-exact (exit 1 on any mismatch)
+//   collectives  every other collective over the matrix of tests/common/rank_case.h, and
+//           send/receive between every pair (self included) in one group
 //   memory  library host memory after init, and RSS flatness over 10,000 collectives
 //   abort   the last rank aborts its communicator from a second thread while its first
 //           is inside an all-reduce the others have not joined; they join afterwards and
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "rccl/rccl.h"
+#include "tests/common/rank_case.h"
 #include "tests/common/verify.h"
 
 using namespace tempo;
@@ -74,6 +77,52 @@ int matrix(ncclComm_t comm) {
             ++failures;
           }
         }
+  return failures;
+}
+
+int collectives(ncclComm_t comm) {
+  int failures = 0;
+  uint64_t seed = 101;
+  for (Coll c : {Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll, Coll::Gather,
+                 Coll::Scatter}) {
+    const auto cases = casesFor(c, g_size, seed);
+    seed += cases.size();
+    for (const RankCase& k : cases) {
+      RankBuffers b(k, g_rank, g_size);
+      CHECK_NCCL(b.call(comm));
+      const std::string bad = b.check();
+      if (!bad.empty()) {
+        fprintf(stderr, "[rank %d] %s: %s\n", g_rank, k.describe().c_str(), bad.c_str());
+        ++failures;
+      }
+    }
+  }
+  // Every rank sends a distinct block to every rank, itself included, in one group; odd
+  // ranks post in the opposite order.
+  for (size_t count : {size_t(0), size_t(1), size_t(1021), size_t(70001)}) {
+    const size_t bytes = count * 4;
+    std::vector<GuardedBuffer> in, out;
+    for (int j = 0; j < g_size; ++j) {
+      in.emplace_back(bytes);
+      out.emplace_back(bytes);
+      fillInput(in.back().data(), count, DataType::Int32, RedOp::Sum, g_rank * g_size + j, g_size * g_size, 5);
+    }
+    CHECK_NCCL(ncclGroupStart());
+    for (int k = 0; k < g_size; ++k) {
+      const int j = (g_rank & 1) ? g_size - 1 - k : k;
+      CHECK_NCCL(ncclRecv(out[size_t(j)].data(), count, ncclInt32, j, comm, nullptr));
+      CHECK_NCCL(ncclSend(in[size_t(j)].data(), count, ncclInt32, j, comm, nullptr));
+    }
+    CHECK_NCCL(ncclGroupEnd());
+    for (int j = 0; j < g_size; ++j) {
+      GuardedBuffer want(bytes);
+      fillInput(want.data(), count, DataType::Int32, RedOp::Sum, j * g_size + g_rank, g_size * g_size, 5);
+      if (countMismatches(out[size_t(j)].data(), want.data(), count, DataType::Int32) || !out[size_t(j)].guardsIntact()) {
+        fprintf(stderr, "[rank %d] send/recv count %zu: block from rank %d is wrong\n", g_rank, count, j);
+        ++failures;
+      }
+    }
+  }
   return failures;
 }
 
@@ -150,7 +199,7 @@ int main() {
   ncclComm_t comm;
   CHECK_NCCL(ncclCommInitRank(&comm, g_size, id, g_rank));
   if (mode == "abort") return abortMidCollective(comm);
-  int failures = mode == "memory" ? memory(comm, rss0) : matrix(comm);
+  int failures = mode == "memory" ? memory(comm, rss0) : mode == "collectives" ? collectives(comm) : matrix(comm);
   CHECK_NCCL(ncclCommFinalize(comm));
   CHECK_NCCL(ncclCommDestroy(comm));
   return failures ? 1 : 0;
