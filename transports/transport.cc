@@ -7,6 +7,7 @@ namespace tempo::transport {
 const char* kindName(Kind k) {
   switch (k) {
     case Kind::Loopback: return "loopback";
+    case Kind::Shm: return "shm";
     case Kind::OfiShm: return "ofi/shm";
     case Kind::OfiTcp: return "ofi/tcp";
     case Kind::OfiOther: return "ofi";

@@ -47,7 +47,8 @@ struct Request {
   }
 };
 
-enum class Kind : uint8_t { Loopback = 0, OfiShm = 1, OfiTcp = 2, OfiOther = 3 };
+// Ordered from fastest to slowest, so that the slowest transport of a communicator is the max.
+enum class Kind : uint8_t { Loopback = 0, Shm = 1, OfiShm = 2, OfiTcp = 3, OfiOther = 4 };
 const char* kindName(Kind k);
 
 class Endpoint {

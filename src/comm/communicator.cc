@@ -15,6 +15,7 @@
 #include "src/core/param.h"
 #include "src/tune/tune.h"
 #include "transports/loopback/loopback.h"
+#include "transports/shm/shm.h"
 #ifdef TEMPO_HAVE_OFI
 #include "transports/ofi/ofi.h"
 #endif
@@ -23,7 +24,8 @@ namespace tempo::comm {
 namespace {
 
 // Per-peer transport choices, in the order their addresses are published.
-enum Choice : int { kLoopback = 0, kShm = 1, kTcp = 2, kUserProvider = 3, kChoices = 4 };
+// kShm is Tempo's own shared-memory transport; kOfiShm and kTcp are libfabric providers.
+enum Choice : int { kLoopback = 0, kShm = 1, kOfiShm = 2, kTcp = 3, kUserProvider = 4, kChoices = 5 };
 constexpr size_t kSlotBytes = 2 + transport::kMaxAddressBytes;
 constexpr size_t kBlockBytes = kChoices * kSlotBytes;
 
@@ -36,10 +38,13 @@ void logBannerOnce() {
   });
 }
 
-Result<std::unique_ptr<transport::Endpoint>> openEndpoint(Choice c, uint64_t commHash, int rank, int nranks) {
+// `users` is how many peers chose this transport.
+Result<std::unique_ptr<transport::Endpoint>> openEndpoint(Choice c, uint64_t commHash, int rank, int nranks,
+                                                          int users) {
   if (c == kLoopback) return transport::loopback::create(commHash, rank, nranks);
+  if (c == kShm) return transport::shm::create(rank, nranks, users);
 #ifdef TEMPO_HAVE_OFI
-  std::string prov = c == kShm ? "shm" : c == kTcp ? "tcp" : param::FiProvider();
+  std::string prov = c == kOfiShm ? "shm" : c == kTcp ? "tcp" : param::FiProvider();
   return transport::ofi::create(prov, rank, nranks);
 #else
   return fail(Status::InvalidUsage, "this build of Tempo has no libfabric transport (TEMPO_WITH_OFI=OFF)");
@@ -47,7 +52,11 @@ Result<std::unique_ptr<transport::Endpoint>> openEndpoint(Choice c, uint64_t com
 }
 
 const char* viaName(const transport::Endpoint& ep) {
-  return ep.kind() == transport::Kind::Loopback ? "P2P/loopback" : "NET/OFI";
+  switch (ep.kind()) {
+    case transport::Kind::Loopback: return "P2P/loopback";
+    case transport::Kind::Shm: return "SHM";
+    default: return "NET/OFI";
+  }
 }
 
 }  // namespace
@@ -116,13 +125,13 @@ Status Communicator::connectTransports(Deadline deadline) {
   const auto& peers = boot_->peers();
   const bootstrap::PeerInfo& me = peers[size_t(rank_)];
   std::string mode = param::Transport();
-  if (mode != "auto" && mode != "ofi" && mode != "loopback")
-    return fail(Status::InvalidArgument, "TEMPO_TRANSPORT=%s: expected auto, ofi or loopback", mode.c_str());
+  if (mode != "auto" && mode != "ofi" && mode != "shm" && mode != "loopback")
+    return fail(Status::InvalidArgument, "TEMPO_TRANSPORT=%s: expected auto, shm, ofi or loopback", mode.c_str());
   const bool userProvider = *param::FiProvider() != '\0';
 
   // Phase 1: choose a transport per peer (both ends decide alike from the same table).
   std::vector<int> choice(size_t(nranks_), -1);
-  bool needed[kChoices] = {};
+  int needed[kChoices] = {};  // peers per choice
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     bool sameProcess = peers[size_t(p)].processToken == me.processToken;
@@ -133,13 +142,22 @@ Status Communicator::connectTransports(Deadline deadline) {
         return fail(Status::InvalidUsage, "TEMPO_TRANSPORT=loopback, but rank %d is in another process (pid %u on %s)",
                     p, peers[size_t(p)].pid, peers[size_t(p)].hostname);
       ch = kLoopback;
+    } else if (mode == "shm") {
+      if (!sameHost)
+        return fail(Status::InvalidUsage, "TEMPO_TRANSPORT=shm, but rank %d is on another host (%s)", p,
+                    peers[size_t(p)].hostname);
+      ch = kShm;
     } else if (mode == "auto" && sameProcess) {
       ch = kLoopback;
+    } else if (userProvider) {
+      ch = kUserProvider;
+    } else if (!sameHost) {
+      ch = kTcp;
     } else {
-      ch = userProvider ? kUserProvider : sameHost ? kShm : kTcp;
+      ch = mode == "auto" ? kShm : kOfiShm;
     }
     choice[size_t(p)] = ch;
-    needed[ch] = true;
+    ++needed[ch];
   }
 
   // Phase 2: open what is needed and publish the addresses.
@@ -148,7 +166,7 @@ Status Communicator::connectTransports(Deadline deadline) {
   std::byte* mine = blocks.data() + kBlockBytes * size_t(rank_);
   for (int ch = 0; ch < kChoices; ++ch) {
     if (!needed[ch]) continue;
-    TEMPO_ASSIGN(std::unique_ptr<transport::Endpoint> ep, openEndpoint(Choice(ch), commHash_, rank_, nranks_));
+    TEMPO_ASSIGN(std::unique_ptr<transport::Endpoint> ep, openEndpoint(Choice(ch), commHash_, rank_, nranks_, needed[ch]));
     std::span<const std::byte> addr = ep->address();
     if (addr.size() > transport::kMaxAddressBytes)
       return fail(Status::InternalError, "%s address of %zu bytes is too long", ep->name(), addr.size());

@@ -41,7 +41,13 @@ TEMPO_PARAM(Hostname, "TEMPO_HOSTNAME", Str, "",
 
 // ---- transports ----
 TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
-            "data transport: auto (loopback inside a process, ofi between processes), ofi, loopback")
+            "data transport: auto (loopback inside a process, Tempo's shm between processes of one host, "
+            "libfabric across hosts or whenever FI_PROVIDER is set), shm (Tempo's shm for every peer, which "
+            "must share this host), ofi (libfabric for every peer in another process: shm on one host, tcp "
+            "across hosts), loopback")
+TEMPO_PARAM(ShmCma, "TEMPO_SHM_CMA", Int, "1",
+            "Tempo's shm: 1 moves messages over 8128 bytes with one copy by cross-memory attach "
+            "(process_vm_readv) where the kernel allows it; 0 streams them through the shared rings")
 TEMPO_PARAM(FiProvider, "FI_PROVIDER", Str, "",
             "libfabric provider for every peer (passed through to libfabric); default: shm on one "
             "host, tcp across hosts")

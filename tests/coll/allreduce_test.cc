@@ -111,6 +111,10 @@ INSTANTIATE_TEST_SUITE_P(Libfabric, AllReduce,
                          ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(2, 3),
                                             ::testing::Values(0)),
                          name);
+INSTANTIATE_TEST_SUITE_P(TempoShm, AllReduce,
+                         ::testing::Combine(::testing::Values("tempo_shm"), ::testing::Values(2, 3),
+                                            ::testing::Values(0)),
+                         name);
 
 // Several all-reduces on one communicator inside one group complete together, in order.
 TEST(AllReduceGroup, BatchedCollectivesOnEachRankAllComplete) {

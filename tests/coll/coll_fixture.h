@@ -1,7 +1,8 @@
 // Ranks as threads in one process, through the public C API.
 //
 // A CommWorld owns nranks communicators made by ncclCommInitAll with a given transport:
-// "loopback" (Tempo's in-process transport), or "shm"/"tcp" (libfabric, forced with
+// "loopback" (Tempo's in-process transport), "tempo_shm" (Tempo's shared-memory transport,
+// forced with TEMPO_TRANSPORT=shm), or "shm"/"tcp" (libfabric, forced with
 // TEMPO_TRANSPORT=ofi and FI_PROVIDER for the duration of the init).
 #pragma once
 
@@ -19,8 +20,8 @@ namespace tempo::testing {
 
 inline void selectTransport(const std::string& transport) {
   using param::Id;
-  if (transport == "loopback") {
-    param::overrideForTest(Id::Transport, "loopback");
+  if (transport == "loopback" || transport == "tempo_shm") {
+    param::overrideForTest(Id::Transport, transport == "loopback" ? "loopback" : "shm");
     param::overrideForTest(Id::FiProvider, nullptr);
   } else {
     param::overrideForTest(Id::Transport, "ofi");

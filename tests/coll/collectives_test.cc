@@ -239,6 +239,8 @@ INSTANTIATE_TEST_SUITE_P(Loopback, Collectives,
                          ::testing::Combine(::testing::Values("loopback"), ::testing::Values(1, 2, 3, 4, 5, 8)), name);
 INSTANTIATE_TEST_SUITE_P(Libfabric, Collectives,
                          ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(3)), name);
+INSTANTIATE_TEST_SUITE_P(TempoShm, Collectives,
+                         ::testing::Combine(::testing::Values("tempo_shm"), ::testing::Values(2, 3)), name);
 
 }  // namespace
 }  // namespace tempo::testing

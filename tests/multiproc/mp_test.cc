@@ -78,34 +78,48 @@ void expectAllSucceed(const std::vector<int>& codes) {
 }
 
 struct Case {
-  const char* provider;
+  const char* transport;  // "shm" (Tempo's), or a libfabric provider: "ofi_shm", "tcp"
   int nranks;
   const char* extraEnv;  // e.g. the shm protocol under test
   const char* label;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.provider << " " << c.nranks << " ranks " << c.extraEnv; }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.transport << " " << c.nranks << " ranks " << c.extraEnv; }
+
+// The environment that selects a case's transport, and its mode.
+std::vector<std::string> envFor(const Case& c, const char* mode) {
+  std::vector<std::string> env = {std::string("TEMPO_MP_MODE=") + mode};
+  const std::string t = c.transport;
+  if (t == "shm") env.push_back("TEMPO_TRANSPORT=shm");
+  else env.push_back("FI_PROVIDER=" + (t == "ofi_shm" ? std::string("shm") : t));
+  if (*c.extraEnv) env.push_back(c.extraEnv);
+  return env;
+}
+
+std::string caseName(const ::testing::TestParamInfo<Case>& p) {
+  return std::string(p.param.transport) + "_" + p.param.label + std::to_string(p.param.nranks) + "ranks";
+}
 
 class MultiProcess : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MultiProcess, EveryTypeOpCountIsBitExact) {
   const Case& c = GetParam();
-  std::vector<std::string> env = {std::string("FI_PROVIDER=") + c.provider, "TEMPO_MP_MODE=matrix"};
-  if (*c.extraEnv) env.push_back(c.extraEnv);
-  expectAllSucceed(runWorkers(c.nranks, env, 240));
+  expectAllSucceed(runWorkers(c.nranks, envFor(c, "matrix"), 240));
 }
 
-INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcess,
-                         // shm copies through shared buffers by default (SAR); CMA is its other
-                         // protocol, used when FI_SHM_DISABLE_CMA=0.
+INSTANTIATE_TEST_SUITE_P(Shm, MultiProcess,
+                         // Tempo's shm pulls large messages by cross-memory attach, or streams
+                         // them through its rings with TEMPO_SHM_CMA=0.
                          ::testing::Values(Case{"shm", 2, "", ""}, Case{"shm", 3, "", ""}, Case{"shm", 4, "", ""},
-                                           Case{"shm", 8, "", ""}, Case{"shm", 3, "FI_SHM_DISABLE_CMA=0", "cma_"},
-                                           Case{"shm", 4, "FI_SHM_DISABLE_CMA=0", "cma_"}, Case{"tcp", 2, "", ""},
-                                           Case{"tcp", 3, "", ""}),
-                         [](const auto& p) {
-                           return std::string(p.param.provider) + "_" + p.param.label +
-                                  std::to_string(p.param.nranks) + "ranks";
-                         });
+                                           Case{"shm", 8, "", ""}, Case{"shm", 3, "TEMPO_SHM_CMA=0", "streamed_"}),
+                         caseName);
+INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcess,
+                         // libfabric shm copies through shared buffers by default (SAR); CMA is its
+                         // other protocol, used when FI_SHM_DISABLE_CMA=0.
+                         ::testing::Values(Case{"ofi_shm", 2, "", ""}, Case{"ofi_shm", 3, "", ""},
+                                           Case{"ofi_shm", 4, "", ""}, Case{"ofi_shm", 3, "FI_SHM_DISABLE_CMA=0", "cma_"},
+                                           Case{"tcp", 2, "", ""}, Case{"tcp", 3, "", ""}),
+                         caseName);
 
 // Every other collective and send/receive, over the matrix of tests/common/rank_case.h, with
 // ranks as processes.
@@ -113,17 +127,17 @@ class MultiProcessCollectives : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MultiProcessCollectives, EveryCollectiveTypeCountRootPlacementIsBitExact) {
   const Case& c = GetParam();
-  std::vector<std::string> env = {std::string("FI_PROVIDER=") + c.provider, "TEMPO_MP_MODE=collectives"};
-  expectAllSucceed(runWorkers(c.nranks, env, 240));
+  expectAllSucceed(runWorkers(c.nranks, envFor(c, "collectives"), 240));
 }
 
-INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcessCollectives,
+INSTANTIATE_TEST_SUITE_P(All, MultiProcessCollectives,
                          ::testing::Values(Case{"shm", 1, "", ""}, Case{"shm", 2, "", ""}, Case{"shm", 3, "", ""},
                                            Case{"shm", 4, "", ""}, Case{"shm", 5, "", ""}, Case{"shm", 8, "", ""},
+                                           Case{"shm", 4, "TEMPO_SHM_CMA=0", "streamed_"}, Case{"ofi_shm", 3, "", ""},
                                            Case{"tcp", 3, "", ""}),
-                         [](const auto& p) { return std::string(p.param.provider) + "_" + std::to_string(p.param.nranks) + "ranks"; });
+                         caseName);
 
-// Default selection between processes of one host is libfabric shm.
+// Default selection between processes of one host is Tempo's shm.
 TEST(MultiProcessAuto, DefaultTransportSelection) {
   expectAllSucceed(runWorkers(3, {"TEMPO_MP_MODE=matrix"}, 240));
 }
@@ -131,9 +145,9 @@ TEST(MultiProcessAuto, DefaultTransportSelection) {
 // ncclCommAbort from a second thread of one rank mid all-reduce: it returns within 10 s, the
 // call in flight fails, and every other rank's call fails instead of hanging.
 TEST(MultiProcessAbort, AbortFromAnotherThreadMidCollective) {
-  for (const char* provider : {"shm", "tcp"}) {
-    SCOPED_TRACE(provider);
-    expectAllSucceed(runWorkers(3, {std::string("FI_PROVIDER=") + provider, "TEMPO_MP_MODE=abort"}, 60));
+  for (const char* transport : {"shm", "ofi_shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    expectAllSucceed(runWorkers(3, envFor(Case{transport, 3, "", ""}, "abort"), 60));
   }
 }
 

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "src/core/clock.h"
+#include "src/core/param.h"
 #include "transports/loopback/loopback.h"
+#include "transports/shm/shm.h"
 #include "transports/transport.h"
 #ifdef TEMPO_HAVE_OFI
 #include "transports/ofi/ofi.h"
@@ -181,6 +183,15 @@ std::vector<Named> transports() {
   static uint64_t comm = 0x7e57;
   std::vector<Named> t;
   t.push_back({"loopback", [](int r) { return loopback::create(++comm / 2, r, 2); }});
+  // Tempo's shm, with large messages pulled by cross-memory attach and streamed through the rings.
+  t.push_back({"shm", [](int r) {
+                 param::overrideForTest(param::Id::ShmCma, nullptr);
+                 return shm::create(r, 2, 1);
+               }});
+  t.push_back({"shm_streamed", [](int r) {
+                 param::overrideForTest(param::Id::ShmCma, "0");
+                 return shm::create(r, 2, 1);
+               }});
 #ifdef TEMPO_HAVE_OFI
   t.push_back({"ofi_shm", [](int r) { return ofi::create("shm", r, 2); }});
   t.push_back({"ofi_tcp", [](int r) { return ofi::create("tcp", r, 2); }});

@@ -1,0 +1,601 @@
+#include "transports/shm/shm.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/core/log.h"
+#include "src/core/param.h"
+
+namespace tempo::transport::shm {
+namespace {
+
+// ---- layout of a region (shared between processes; every field fixed-size) ----
+
+constexpr uint32_t kRegionMagic = 0x314d5354;  // "TSM1"
+constexpr size_t kSlotBytes = 8192;
+constexpr uint64_t kSlots = 64;  // per ring; a power of two
+constexpr size_t kHeaderBytes = 64;
+constexpr size_t kInline = kSlotBytes - kHeaderBytes;  // payload bytes per slot
+
+enum class Type : uint32_t {
+  Eager = 1,  // tag, len, payload inline
+  Rts = 2,    // ready to send: tag, len, the sender's buffer address, send cookie
+  Fin = 3,    // receiver -> sender: the pull of `cookie` is done (status 0) or failed
+  Cts = 4,    // receiver -> sender: stream `cookie` to receive `peerCookie`
+  Data = 5,   // one fragment of a streamed message: peerCookie, offset, fragLen, payload
+};
+
+struct SlotHeader {
+  uint32_t type;
+  uint32_t status;
+  uint64_t tag;
+  uint64_t len;
+  uint64_t addr;
+  uint64_t cookie;      // the sender's request
+  uint64_t peerCookie;  // the receiver's request (Cts, Data)
+  uint64_t offset;
+  uint32_t fragLen;
+  uint32_t reserved;
+};
+static_assert(sizeof(SlotHeader) <= kHeaderBytes);
+
+// One single-producer single-consumer ring. `head` is written by the sender only, `tail`
+// by the receiver only; a slot is the sender's while head - tail < kSlots.
+struct alignas(64) Ring {
+  std::atomic<uint64_t> head;
+  char pad0[56];
+  std::atomic<uint64_t> tail;
+  char pad1[56];
+  unsigned char slots[kSlots][kSlotBytes];
+};
+
+struct alignas(64) RegionHeader {
+  uint32_t magic;
+  uint32_t nranks;
+  std::atomic<uint32_t> bell;      // bumped by every sender after it writes
+  std::atomic<uint32_t> sleeping;  // 1 while the owner waits on `bell`
+  std::atomic<uint32_t> attached;  // peers that have mapped the region
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
+
+// The header has the first page, and ring `s` (written by rank s) the pages from
+// ringOffset(s), so that a sender maps only the header and its own ring.
+constexpr size_t kPage = 4096;
+constexpr size_t kRingStride = (sizeof(Ring) + kPage - 1) / kPage * kPage;
+static_assert(sizeof(RegionHeader) <= kPage);
+size_t ringOffset(int sender) { return kPage + kRingStride * size_t(sender); }
+size_t regionBytes(int nranks) { return ringOffset(nranks); }
+
+// What a peer needs to reach this endpoint, published through the bootstrap.
+struct Address {
+  uint32_t magic;
+  uint32_t pid;
+  uint64_t probeAddr;   // a word in this process that peers read to test cross-memory attach
+  uint64_t probeValue;  // what they must find there
+  uint32_t nranks;
+  uint32_t reserved;
+  char name[96];        // the region's shm_open name
+};
+static_assert(sizeof(Address) <= kMaxAddressBytes);
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, timeout, nullptr, 0);
+}
+
+// ---- RAII for the mappings ----
+
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* p, size_t n) : p_(p), n_(n) {}
+  Mapping(Mapping&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(o.n_) {}
+  Mapping& operator=(Mapping&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = o.n_;
+    }
+    return *this;
+  }
+  ~Mapping() { reset(); }
+  void reset() {
+    if (p_) munmap(p_, n_);
+    p_ = nullptr;
+  }
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Maps `bytes` of `name` from `offset` (creating it when `create`), pre-faulting every page: first touches are costly on
+// the VMs measured, and tmpfs gets no huge pages.
+Result<Mapping> mapRegion(const std::string& name, size_t bytes, bool create, size_t offset = 0) {
+  int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) return fail(Status::SystemError, "shm: shm_open(%s) failed: %s", name.c_str(), strerror(errno));
+  if (create && ftruncate(fd, off_t(bytes)) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return fail(Status::SystemError, "shm: sizing %s to %zu bytes failed: %s", name.c_str(), bytes, strerror(e));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, off_t(offset));
+  int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    if (create) shm_unlink(name.c_str());
+    return fail(Status::SystemError, "shm: mapping %s (%zu bytes) failed: %s", name.c_str(), bytes, strerror(e));
+  }
+  return Mapping(p, bytes);
+}
+
+// A killed process leaves its regions behind; none can belong to a live process with our
+// pid, so before the first region of this process they are removed.
+void removeStaleRegions() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string prefix = "tempo-shm." + std::to_string(getpid()) + ".";
+    DIR* dir = opendir("/dev/shm");
+    if (!dir) return;
+    while (dirent* e = readdir(dir))
+      if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) shm_unlink((std::string("/") + e->d_name).c_str());
+    closedir(dir);
+  });
+}
+
+// ---- per-request state, kept in Request::internal ----
+
+struct ReqState {
+  void* buf;
+  size_t len;      // send length, or receive capacity
+  uint64_t tag;
+  size_t moved;    // bytes streamed so far (Data)
+  uint64_t peerCookie;
+};
+static_assert(sizeof(ReqState) <= sizeof(Request::internal));
+ReqState& state(Request* r) { return *reinterpret_cast<ReqState*>(r->internal); }
+uint64_t cookieOf(Request* r) { return reinterpret_cast<uintptr_t>(r); }
+
+// An arrival no receive has claimed yet.
+struct Unexpected {
+  Type type;
+  uint64_t tag;
+  uint64_t len;
+  uint64_t addr;    // Rts
+  uint64_t cookie;  // Rts
+  std::vector<unsigned char> payload;  // Eager (capacity reused)
+};
+
+// A control message waiting for space in a peer's ring.
+struct Control {
+  SlotHeader h;
+};
+
+struct Peer {
+  bool connected = false;
+  pid_t pid = 0;
+  bool cma = false;
+  Mapping remoteHead;    // the header page of the peer's region
+  Mapping remoteRing;    // our ring in the peer's region
+  Ring* out = nullptr;   // our ring in the peer's region
+  RegionHeader* remoteHeader = nullptr;
+  Ring* in = nullptr;    // the peer's ring in our region
+  std::deque<Request*> posted;          // receives, in posting order
+  std::deque<Unexpected> unexpected;    // arrivals, in arrival order
+  std::vector<Request*> awaitingPull;   // our rendezvous sends the peer has not finished
+  std::vector<Request*> awaitingData;   // our receives being streamed to
+  std::deque<Request*> streams;         // our sends cleared to stream, in Cts order
+  std::deque<Control> control;
+};
+
+class ShmEndpoint final : public Endpoint {
+ public:
+  ShmEndpoint(int rank, int nranks, int peers)
+      : rank_(rank), nranks_(nranks), expectedPeers_(peers), peers_(size_t(nranks)) {}
+  ~ShmEndpoint() override {
+    cancelAll();
+    if (!unlinked_ && !name_.empty()) shm_unlink(name_.c_str());
+  }
+  Status open();
+
+  Kind kind() const override { return Kind::Shm; }
+  const char* name() const override { return "shm"; }
+  std::span<const std::byte> address() const override {
+    return {reinterpret_cast<const std::byte*>(&address_), sizeof address_};
+  }
+  Status connect(int peer, std::span<const std::byte> address) override;
+  Status isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) override;
+  Status irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) override;
+  int progress() override;
+  void wait(int64_t ns) override;
+  int maxOutstanding() const override { return 1024; }
+  void cancelAll() override;
+
+ private:
+  Status checkPeer(int peer, const char* what) const;
+  bool write(Peer& p, const SlotHeader& h, const void* payload, size_t bytes);
+  void complete(Request* r, Status s, size_t bytes) {
+    r->status = s;
+    r->bytes = bytes;
+    finished_.push_back(r);
+  }
+  void drain(int from, Peer& p);
+  void arrive(int from, Peer& p, const SlotHeader& h, const unsigned char* payload);
+  void match(int from, Peer& p, Request* r, Type type, uint64_t len, uint64_t addr, uint64_t cookie,
+             const unsigned char* payload);
+  Status pull(int from, Peer& p, void* dst, uint64_t src, size_t len);
+  void flush(Peer& p);
+  static bool take(std::vector<Request*>& v, uint64_t cookie, Request** out);
+  void unlinkWhenAttached();
+
+  int rank_, nranks_;
+  int expectedPeers_;  // peers that will map our region
+  std::string name_;
+  Mapping region_;
+  RegionHeader* header_ = nullptr;
+  Address address_{};
+  bool unlinked_ = false;
+  bool closed_ = false;
+  std::vector<Peer> peers_;
+  std::vector<Request*> finished_;  // completed, reported by the next progress()
+  std::vector<Unexpected> spare_;   // recycled unexpected entries (payload capacity kept)
+  uint64_t probe_ = 0;
+};
+
+std::atomic<uint32_t> g_regionSerial{0};
+
+Status ShmEndpoint::open() {
+  removeStaleRegions();
+  name_ = "/tempo-shm." + std::to_string(getpid()) + "." + std::to_string(g_regionSerial.fetch_add(1));
+  TEMPO_ASSIGN(region_, mapRegion(name_, regionBytes(nranks_), /*create=*/true));
+  header_ = static_cast<RegionHeader*>(region_.get());
+  header_->magic = kRegionMagic;
+  header_->nranks = uint32_t(nranks_);
+  probe_ = (uint64_t(getpid()) << 32) ^ uint64_t(reinterpret_cast<uintptr_t>(this)) ^ 0x9e3779b97f4a7c15ull;
+  address_.magic = kRegionMagic;
+  address_.pid = uint32_t(getpid());
+  address_.probeAddr = reinterpret_cast<uintptr_t>(&probe_);
+  address_.probeValue = probe_;
+  address_.nranks = uint32_t(nranks_);
+  snprintf(address_.name, sizeof address_.name, "%s", name_.c_str());
+  return Status::Success;
+}
+
+Status ShmEndpoint::connect(int peer, std::span<const std::byte> bytes) {
+  if (peer < 0 || peer >= nranks_ || peer == rank_)
+    return fail(Status::InvalidArgument, "shm: cannot connect rank %d to peer %d of %d", rank_, peer, nranks_);
+  Address a;
+  if (bytes.size() != sizeof a) return fail(Status::InvalidUsage, "shm: peer %d published a malformed address", peer);
+  memcpy(&a, bytes.data(), sizeof a);
+  a.name[sizeof a.name - 1] = '\0';
+  if (a.magic != kRegionMagic || a.nranks != uint32_t(nranks_))
+    return fail(Status::InvalidUsage, "shm: peer %d published an address of another job or version", peer);
+  Peer& p = peers_[size_t(peer)];
+  TEMPO_ASSIGN(p.remoteHead, mapRegion(a.name, kPage, /*create=*/false));
+  p.remoteHeader = static_cast<RegionHeader*>(p.remoteHead.get());
+  if (p.remoteHeader->magic != kRegionMagic || p.remoteHeader->nranks != uint32_t(nranks_))
+    return fail(Status::InvalidUsage, "shm: region %s of peer %d is not a Tempo region of %d ranks", a.name, peer,
+                nranks_);
+  TEMPO_ASSIGN(p.remoteRing, mapRegion(a.name, kRingStride, /*create=*/false, ringOffset(rank_)));
+  p.out = static_cast<Ring*>(p.remoteRing.get());
+  p.in = reinterpret_cast<Ring*>(static_cast<char*>(region_.get()) + ringOffset(peer));
+  p.pid = pid_t(a.pid);
+  // Cross-memory attach works when the peer's probe word reads back as published.
+  p.cma = false;
+  if (param::ShmCma()) {
+    uint64_t seen = 0;
+    iovec local{&seen, sizeof seen}, remote{reinterpret_cast<void*>(uintptr_t(a.probeAddr)), sizeof seen};
+    p.cma = process_vm_readv(p.pid, &local, 1, &remote, 1, 0) == ssize_t(sizeof seen) && seen == a.probeValue;
+    if (!p.cma)
+      TEMPO_INFO(log::Net | log::Shm, "shm: rank %d cannot read pid %u by cross-memory attach (%s); large messages "
+                 "stream through shared memory", rank_, a.pid, strerror(errno));
+  }
+  p.connected = true;
+  p.remoteHeader->attached.fetch_add(1, std::memory_order_acq_rel);
+  TEMPO_INFO(log::Net | log::Shm, "shm: rank %d -> %d (pid %u) %s", rank_, peer, a.pid,
+             p.cma ? "eager <= 8128 B, larger by cross-memory attach" : "eager <= 8128 B, larger streamed");
+  unlinkWhenAttached();
+  return Status::Success;
+}
+
+// Once every expected peer has mapped our region, the name can go, so that nothing is left
+// in /dev/shm even if the process is killed later.
+void ShmEndpoint::unlinkWhenAttached() {
+  if (unlinked_ || int(header_->attached.load(std::memory_order_acquire)) < expectedPeers_) return;
+  shm_unlink(name_.c_str());
+  unlinked_ = true;
+}
+
+Status ShmEndpoint::checkPeer(int peer, const char* what) const {
+  if (closed_) return fail(Status::RemoteError, "shm: %s on an aborted endpoint", what);
+  if (peer < 0 || peer >= nranks_ || !peers_[size_t(peer)].connected)
+    return fail(Status::InvalidArgument, "shm: %s to peer %d, which is not connected", what, peer);
+  return Status::Success;
+}
+
+// Writes one message into our ring in `p`'s region; false when the ring is full.
+bool ShmEndpoint::write(Peer& p, const SlotHeader& h, const void* payload, size_t bytes) {
+  Ring* r = p.out;
+  const uint64_t head = r->head.load(std::memory_order_relaxed);
+  if (head - r->tail.load(std::memory_order_acquire) >= kSlots) return false;
+  unsigned char* slot = r->slots[head & (kSlots - 1)];
+  memcpy(slot, &h, sizeof h);
+  if (bytes) memcpy(slot + kHeaderBytes, payload, bytes);
+  r->head.store(head + 1, std::memory_order_release);
+  // Wake the owner if it sleeps (see wait() for the ordering argument).
+  p.remoteHeader->bell.fetch_add(1, std::memory_order_seq_cst);
+  if (p.remoteHeader->sleeping.load(std::memory_order_seq_cst))
+    futex(&p.remoteHeader->bell, FUTEX_WAKE, INT_MAX, nullptr);
+  return true;
+}
+
+Status ShmEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) {
+  TEMPO_TRY(checkPeer(peer, "send"));
+  Peer& p = peers_[size_t(peer)];
+  SlotHeader h{};
+  h.tag = tag;
+  h.len = len;
+  const bool eager = len <= kInline;
+  h.type = uint32_t(eager ? Type::Eager : Type::Rts);
+  h.addr = reinterpret_cast<uintptr_t>(buf);
+  h.cookie = cookieOf(req);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (write(p, h, buf, eager ? len : 0)) {
+      if (eager) {
+        complete(req, Status::Success, len);
+      } else {
+        state(req) = ReqState{const_cast<void*>(buf), len, tag, 0, 0};
+        p.awaitingPull.push_back(req);
+      }
+      return Status::Success;
+    }
+    progress();  // the peer may have drained meanwhile
+  }
+  return Status::InProgress;
+}
+
+Status ShmEndpoint::irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) {
+  TEMPO_TRY(checkPeer(peer, "receive"));
+  Peer& p = peers_[size_t(peer)];
+  state(req) = ReqState{buf, len, tag, 0, 0};
+  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+    if (it->tag != tag) continue;
+    match(peer, p, req, it->type, it->len, it->addr, it->cookie, it->payload.data());
+    spare_.push_back(std::move(*it));
+    p.unexpected.erase(it);
+    return Status::Success;
+  }
+  p.posted.push_back(req);
+  return Status::Success;
+}
+
+// Pairs receive `r` with an arrival from `from`.
+void ShmEndpoint::match(int from, Peer& p, Request* r, Type type, uint64_t len, uint64_t addr, uint64_t cookie,
+                        const unsigned char* payload) {
+  ReqState& st = state(r);
+  const bool fits = len <= st.len;
+  if (!fits)
+    complete(r, fail(Status::InvalidUsage, "shm: a message of %lu bytes from rank %d is longer than the receive (%zu)",
+                     (unsigned long)len, from, st.len),
+             0);
+  if (type == Type::Eager) {
+    if (fits) {
+      if (len) memcpy(st.buf, payload, len);
+      complete(r, Status::Success, len);
+    }
+    return;
+  }
+  // Rendezvous: pull it now, or clear the sender to stream it.
+  SlotHeader c{};
+  c.cookie = cookie;
+  if (fits && p.cma) {
+    Status s = pull(from, p, st.buf, addr, len);
+    complete(r, s, ok(s) ? len : 0);
+    c.type = uint32_t(Type::Fin);
+    c.status = ok(s) ? 0 : 1;
+  } else if (fits) {
+    st.len = len;
+    st.moved = 0;
+    p.awaitingData.push_back(r);
+    c.type = uint32_t(Type::Cts);
+    c.peerCookie = cookieOf(r);
+  } else {
+    c.type = uint32_t(Type::Fin);  // the sender's part is over; the receive has failed
+  }
+  p.control.push_back(Control{c});
+  flush(p);
+}
+
+Status ShmEndpoint::pull(int from, Peer& p, void* dst, uint64_t src, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    iovec local{static_cast<char*>(dst) + done, len - done};
+    iovec remote{reinterpret_cast<void*>(uintptr_t(src + done)), len - done};
+    ssize_t n = process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
+    if (n <= 0)
+      return fail(errno == ESRCH ? Status::RemoteError : Status::SystemError,
+                  "shm: reading %zu bytes from rank %d (pid %d) failed: %s", len - done, from, int(p.pid),
+                  n < 0 ? strerror(errno) : "no progress");
+    done += size_t(n);
+  }
+  return Status::Success;
+}
+
+// Sends queued control messages and streams cleared sends while `p`'s ring has room.
+void ShmEndpoint::flush(Peer& p) {
+  while (!p.control.empty() && write(p, p.control.front().h, nullptr, 0)) p.control.pop_front();
+  while (!p.streams.empty()) {
+    Request* r = p.streams.front();
+    ReqState& st = state(r);
+    SlotHeader h{};
+    h.type = uint32_t(Type::Data);
+    h.peerCookie = st.peerCookie;
+    h.offset = st.moved;
+    h.fragLen = uint32_t(std::min(kInline, st.len - st.moved));
+    if (!write(p, h, static_cast<const char*>(st.buf) + st.moved, h.fragLen)) return;
+    st.moved += h.fragLen;
+    if (st.moved == st.len) {
+      p.streams.pop_front();
+      complete(r, Status::Success, st.len);
+    }
+  }
+}
+
+bool ShmEndpoint::take(std::vector<Request*>& v, uint64_t cookie, Request** out) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (cookieOf(v[i]) == cookie) {
+      *out = v[i];
+      v[i] = v.back();
+      v.pop_back();
+      return true;
+    }
+  return false;
+}
+
+void ShmEndpoint::arrive(int from, Peer& p, const SlotHeader& h, const unsigned char* payload) {
+  Request* r = nullptr;
+  switch (Type(h.type)) {
+    case Type::Eager:
+    case Type::Rts: {
+      if (Type(h.type) == Type::Eager && h.len > kInline) break;  // malformed; dropped below
+      for (auto it = p.posted.begin(); it != p.posted.end(); ++it)
+        if (state(*it).tag == h.tag) {
+          r = *it;
+          p.posted.erase(it);
+          match(from, p, r, Type(h.type), h.len, h.addr, h.cookie, payload);
+          return;
+        }
+      Unexpected u;
+      if (!spare_.empty()) {
+        u = std::move(spare_.back());
+        spare_.pop_back();
+      }
+      u.type = Type(h.type);
+      u.tag = h.tag;
+      u.len = h.len;
+      u.addr = h.addr;
+      u.cookie = h.cookie;
+      u.payload.assign(payload, payload + (u.type == Type::Eager ? h.len : 0));
+      p.unexpected.push_back(std::move(u));
+      return;
+    }
+    case Type::Fin:
+      if (take(p.awaitingPull, h.cookie, &r))
+        complete(r, h.status ? fail(Status::RemoteError, "shm: rank %d could not read our message", from)
+                             : Status::Success,
+                 state(r).len);
+      return;
+    case Type::Cts:
+      if (take(p.awaitingPull, h.cookie, &r)) {
+        state(r).peerCookie = h.peerCookie;
+        state(r).moved = 0;
+        p.streams.push_back(r);
+      }
+      return;
+    case Type::Data:
+      for (size_t i = 0; i < p.awaitingData.size(); ++i) {
+        r = p.awaitingData[i];
+        if (cookieOf(r) != h.peerCookie) continue;
+        ReqState& st = state(r);
+        if (h.fragLen > kInline || h.offset != st.moved || h.offset + h.fragLen > st.len) break;
+        memcpy(static_cast<char*>(st.buf) + h.offset, payload, h.fragLen);
+        st.moved += h.fragLen;
+        if (st.moved == st.len) {
+          p.awaitingData[i] = p.awaitingData.back();
+          p.awaitingData.pop_back();
+          complete(r, Status::Success, st.len);
+        }
+        return;
+      }
+      break;
+  }
+  TEMPO_WARN_RATELIMITED(1000, "shm: rank %d dropped a malformed message (type %u) from rank %d", rank_, h.type, from);
+}
+
+// Handles everything `from` has written into our ring for it.
+void ShmEndpoint::drain(int from, Peer& p) {
+  Ring* r = p.in;
+  uint64_t tail = r->tail.load(std::memory_order_relaxed);
+  const uint64_t head = r->head.load(std::memory_order_acquire);
+  for (; tail != head; ++tail) {
+    const unsigned char* slot = r->slots[tail & (kSlots - 1)];
+    SlotHeader h;
+    memcpy(&h, slot, sizeof h);
+    arrive(from, p, h, slot + kHeaderBytes);
+    r->tail.store(tail + 1, std::memory_order_release);
+  }
+}
+
+int ShmEndpoint::progress() {
+  if (closed_) return 0;
+  if (!unlinked_) unlinkWhenAttached();
+  for (int i = 0; i < nranks_; ++i) {
+    Peer& p = peers_[size_t(i)];
+    if (!p.connected) continue;
+    drain(i, p);
+    if (!p.control.empty() || !p.streams.empty()) flush(p);
+  }
+  const int completed = int(finished_.size());
+  for (Request* r : finished_) r->done = true;
+  finished_.clear();
+  return completed;
+}
+
+// Ordering: the owner sets `sleeping`, reads `bell`, checks the rings and sleeps only if
+// `bell` is unchanged; a sender publishes its slot, bumps `bell`, then reads `sleeping`
+// (all sequentially consistent). Either the owner sees the new slot or the new `bell`, or
+// the sender sees `sleeping` and wakes it.
+void ShmEndpoint::wait(int64_t ns) {
+  if (closed_ || !header_) return Endpoint::wait(ns);
+  header_->sleeping.store(1, std::memory_order_seq_cst);
+  const uint32_t seen = header_->bell.load(std::memory_order_seq_cst);
+  bool pending = !finished_.empty();
+  for (int i = 0; i < nranks_ && !pending; ++i) {
+    const Peer& p = peers_[size_t(i)];
+    pending = p.connected && p.in->head.load(std::memory_order_seq_cst) != p.in->tail.load(std::memory_order_relaxed);
+  }
+  if (!pending) {
+    timespec t{time_t(ns / 1000000000), long(ns % 1000000000)};
+    futex(&header_->bell, FUTEX_WAIT, seen, &t);
+  }
+  header_->sleeping.store(0, std::memory_order_relaxed);
+}
+
+void ShmEndpoint::cancelAll() {
+  closed_ = true;
+  for (Peer& p : peers_) {
+    p.posted.clear();
+    p.unexpected.clear();
+    p.awaitingPull.clear();
+    p.awaitingData.clear();
+    p.streams.clear();
+    p.control.clear();
+  }
+  finished_.clear();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Endpoint>> create(int rank, int nranks, int peers) {
+  auto ep = std::make_unique<ShmEndpoint>(rank, nranks, peers);
+  TEMPO_TRY(ep->open());
+  return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+}  // namespace tempo::transport::shm

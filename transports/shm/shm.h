@@ -1,0 +1,27 @@
+// Tempo's shared-memory transport between the processes (or threads) of one host.
+//
+// Each endpoint owns one POSIX shared-memory region holding an inbound ring per peer; a
+// sender writes into the ring the receiver keeps for it, and rings the receiver's doorbell
+// (a futex in the region) when the receiver sleeps. Messages up to one slot travel inline
+// (eager: the sender copies in, the receiver copies out). Larger ones are announced
+// (ready-to-send) and, once a receive matches, pulled by the receiver straight from the
+// sender's buffer with process_vm_readv: one copy, made by the kernel, with no memory
+// registration. Where the kernel refuses cross-memory attach between the two processes
+// (ptrace policy, seccomp) or TEMPO_SHM_CMA=0, the receiver answers clear-to-send instead
+// and the sender streams the data through the ring, so a large message never waits in
+// shared memory for a receive that has not been posted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "transports/transport.h"
+
+namespace tempo::transport::shm {
+
+// Opens an endpoint for rank `rank` of `nranks`, its region sized for every rank. `peers`
+// is how many peers will connect to it: once that many have mapped the region, its name is
+// removed from /dev/shm, so nothing is left behind however the processes end.
+Result<std::unique_ptr<Endpoint>> create(int rank, int nranks, int peers);
+
+}  // namespace tempo::transport::shm
