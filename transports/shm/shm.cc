@@ -182,11 +182,6 @@ struct Unexpected {
   std::vector<unsigned char> payload;  // Eager (capacity reused)
 };
 
-// A control message waiting for space in a peer's ring.
-struct Control {
-  SlotHeader h;
-};
-
 struct Peer {
   bool connected = false;
   pid_t pid = 0;
@@ -201,7 +196,7 @@ struct Peer {
   std::vector<Request*> awaitingPull;   // our rendezvous sends the peer has not finished
   std::vector<Request*> awaitingData;   // our receives being streamed to
   std::deque<Request*> streams;         // our sends cleared to stream, in Cts order
-  std::deque<Control> control;
+  std::deque<SlotHeader> control;       // Fin/Cts waiting for room in the peer's ring
 };
 
 class ShmEndpoint final : public Endpoint {
@@ -418,7 +413,7 @@ void ShmEndpoint::match(int from, Peer& p, Request* r, Type type, uint64_t len, 
   } else {
     c.type = uint32_t(Type::Fin);  // the sender's part is over; the receive has failed
   }
-  p.control.push_back(Control{c});
+  p.control.push_back(c);
   flush(p);
 }
 
@@ -439,7 +434,7 @@ Status ShmEndpoint::pull(int from, Peer& p, void* dst, uint64_t src, size_t len)
 
 // Sends queued control messages and streams cleared sends while `p`'s ring has room.
 void ShmEndpoint::flush(Peer& p) {
-  while (!p.control.empty() && write(p, p.control.front().h, nullptr, 0)) p.control.pop_front();
+  while (!p.control.empty() && write(p, p.control.front(), nullptr, 0)) p.control.pop_front();
   while (!p.streams.empty()) {
     Request* r = p.streams.front();
     ReqState& st = state(r);
