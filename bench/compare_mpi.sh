@@ -18,10 +18,11 @@
 #              (coll_tuned_reduce_scatter_block_algorithm 4), broadcast pipeline
 #              (coll_tuned_bcast_algorithm 3)
 # All three run float/sum with the same sizes, iterations and warm-up, and print the
-# nccl-tests table; the out-of-place busbw (GB/s) of each size is taken from it. The table
-# per collective and process count shows the median over rounds and ratio =
-# tempo / max(ompi-def, ompi-alt), and ends with the minimum ratio. Validation is off (-c 0) unless --check is given; it
-# runs outside the timed loop either way.
+# nccl-tests table; the busbw (GB/s) of each size is taken from it: out of place, except for
+# broadcast, where MPI_Bcast's single buffer matches Tempo's in-place column (ncclBcast).
+# The table per collective and process count shows the median over rounds and ratio =
+# tempo / max(ompi-def, ompi-alt), and ends with the minimum ratio. Validation is off
+# (-c 0) unless --check is given; it runs outside the timed loop either way.
 # Each size runs as its own invocation (-b S -e S), so every contender allocates buffers of
 # that size only: Open MPI's small-message all-reduce measured 3-5x slower here inside one
 # 64K..64M sweep (64 MiB buffers) than in a run of its own, and the point is to beat its
@@ -30,7 +31,8 @@
 # mpirun options: --mca btl self,vader (shared memory), --oversubscribe (more ranks than
 # cores), --allow-run-as-root when root; Open MPI keeps its default process binding (core
 # for 2 ranks, socket above), which is part of its default configuration and its fastest
-# here. Add more with MPIRUN_EXTRA="...". The build dir defaults to ./build.
+# here; tempo-run binds each rank to a core likewise while there are no more ranks than
+# CPUs. Add more with MPIRUN_EXTRA="...". The build dir defaults to ./build.
 set -euo pipefail
 
 colls="all_reduce"
@@ -45,7 +47,7 @@ check=0
 sweep=0
 build=build
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -145,8 +147,17 @@ run_tool() {
   fi
 }
 
-# "size busbw" of every out-of-place measurement of a nccl-tests table.
-extract() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $8 }' "$1"; }
+# like_for_like <coll>: which busbw of the nccl-tests table matches the MPI call. MPI_Bcast
+# has a single buffer, so its equal is the in-place broadcast (ncclBcast); ncclBroadcast
+# out of place also copies the root's input to its output, work MPI_Bcast never does. The
+# other MPI calls are given distinct send and receive buffers, as out of place is.
+like_for_like() { [ "$1" = broadcast ] && echo in-place || echo out-of-place; }
+# extract <table> <coll>: "size busbw" of every measurement in that column.
+extract() {
+  local field=8
+  [ "$(like_for_like "$2")" = in-place ] && field=12
+  awk -v f="$field" '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $f }' "$1"
+}
 
 echo "# compare_mpi.sh: Tempo's perf tools (tempo-run) vs Open MPI peers (mpirun): $colls"
 echo "# sizes $minb..$maxb factor $factor ($([ "$sweep" = 1 ] && echo "one sweep" || echo "one run per size")), iters $iters, warmup $warmup, check $check, rounds $rounds, float sum"
@@ -163,7 +174,7 @@ for np in $nps; do
       for range in "${ranges[@]}"; do
         # shellcheck disable=SC2086
         run_tool "$coll" "$tool" "$np" "$work/raw.$key.$tool.$r" $range
-        extract "$work/raw.$key.$tool.$r" >> "$work/bw.$key.$tool.$r"
+        extract "$work/raw.$key.$tool.$r" "$coll" >> "$work/bw.$key.$tool.$r"
       done
     done
   done
@@ -176,7 +187,7 @@ for np in $nps; do
       | sort -k1,1n > "$work/med.$key.$tool"
   done
   echo
-  echo "# $coll np=$np: out-of-place busbw (GB/s), median of $rounds rounds; ompi-alt: $(alt_mca "$coll"); ratio = tempo / max(ompi-def, ompi-alt)"
+  echo "# $coll np=$np: $(like_for_like "$coll") busbw (GB/s), median of $rounds rounds; ompi-alt: $(alt_mca "$coll"); ratio = tempo / max(ompi-def, ompi-alt)"
   awk -v np="$np" -v coll="$coll" '
     FILENAME ~ /tempo$/ { t[$1] = $2; order[++n] = $1; next }
     FILENAME ~ /ompi-def$/ { d[$1] = $2; next }

@@ -121,9 +121,9 @@ void planRingAllGather(const CollPlanArgs& a, Plan& out) {
   const uint64_t columns = (block + chunk - 1) / chunk;
   const int next = ring::next(r, n), prev = ring::prev(r, n);
 
-  // Phase 0: our own block into place (in place, it is there already).
-  if (!a.inPlace) out.add(copy(block, {BufId::Input, 0}, {BufId::Output, uint64_t(r) * block}));
-  // Phase 1: n-1 ring steps per column; a block is forwarded once it has arrived.
+  // n-1 ring steps per column; a block is forwarded once it has arrived. Out of place, our
+  // own slice of the column is copied into place right after its first send and receive
+  // are posted, so the copy overlaps the peers' transfers instead of delaying them.
   for (uint64_t c = 0; c < columns; ++c) {
     const uint64_t off = c * chunk, len = std::min(chunk, block - off);
     uint32_t arrived = kNoDep;
@@ -133,9 +133,11 @@ void planRingAllGather(const CollPlanArgs& a, Plan& out) {
       Loc from = s == 0 ? Loc{BufId::Input, off} : Loc{BufId::Output, uint64_t(sendBlock) * block + off};
       out.add(transfer(StepKind::Send, next, msg, len, from, arrived));
       arrived = out.add(transfer(StepKind::Recv, prev, msg, len, {BufId::Output, uint64_t(recvBlock) * block + off}, kNoDep));
+      if (s == 0 && !a.inPlace) out.add(copy(len, {BufId::Input, off}, {BufId::Output, uint64_t(r) * block + off}));
     }
   }
-  out.window = uint32_t(std::min<uint64_t>(out.steps.size(), uint64_t(2 * (n - 1)) * 4));
+  const uint64_t perColumnSteps = uint64_t(2 * (n - 1)) + (a.inPlace ? 0 : 1);
+  out.window = uint32_t(std::min<uint64_t>(out.steps.size(), perColumnSteps * 16));
 }
 
 void planRingReduceScatter(const CollPlanArgs& a, Plan& out) {
@@ -196,19 +198,21 @@ void planChainBroadcast(const CollPlanArgs& a, Plan& out) {
   const int next = ring::next(r, n), prev = ring::prev(r, n);
   const bool forwards = pos < n - 1;
 
-  // The root's own copy is independent of the transfers (they read the input).
-  if (isRoot && !a.inPlace) out.add(copy(bytes, {BufId::Input, 0}, {BufId::Output, 0}));
   // Chunk k travels root -> root+1 -> ... ; a rank forwards a chunk as soon as it landed.
+  // Out of place, the root copies each chunk into its output after posting its send (the
+  // transfers read the input), so the copy overlaps the next rank's receive.
   for (uint64_t off = 0, k = 0; off < bytes; off += chunk, ++k) {
     const uint64_t len = std::min(chunk, bytes - off);
     if (isRoot) {
       out.add(transfer(StepKind::Send, next, k, len, {BufId::Input, off}, kNoDep));
+      if (!a.inPlace) out.add(copy(len, {BufId::Input, off}, {BufId::Output, off}));
       continue;
     }
     uint32_t recv = out.add(transfer(StepKind::Recv, prev, k, len, {BufId::Output, off}, kNoDep));
     if (forwards) out.add(transfer(StepKind::Send, next, k, len, {BufId::Output, off}, recv));
   }
-  out.window = uint32_t(std::min<size_t>(out.steps.size(), 16));
+  // Up to 16 chunks in flight (8 on a middle rank, which receives and sends each).
+  out.window = uint32_t(std::min<size_t>(out.steps.size(), isRoot && !a.inPlace ? 32 : 16));
 }
 
 void planChainReduce(const CollPlanArgs& a, Plan& out) {

@@ -45,9 +45,13 @@ TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
             "libfabric across hosts or whenever FI_PROVIDER is set), shm (Tempo's shm for every peer, which "
             "must share this host), ofi (libfabric for every peer in another process: shm on one host, tcp "
             "across hosts), loopback")
+TEMPO_PARAM(ShmEager, "TEMPO_SHM_EAGER", Int, "65536",
+            "Tempo's shm: messages up to this many bytes (at most 131008) travel inline through the "
+            "shared ring, copied in by the sender and out by the receiver; larger ones are moved once, "
+            "by the receiver")
 TEMPO_PARAM(ShmCma, "TEMPO_SHM_CMA", Int, "1",
-            "Tempo's shm: 1 moves messages over 8128 bytes with one copy by cross-memory attach "
-            "(process_vm_readv) where the kernel allows it; 0 streams them through the shared rings")
+            "Tempo's shm: 1 moves messages over TEMPO_SHM_EAGER bytes with one copy by cross-memory "
+            "attach (process_vm_readv) where the kernel allows it; 0 streams them through the shared rings")
 TEMPO_PARAM(FiProvider, "FI_PROVIDER", Str, "",
             "libfabric provider for every peer (passed through to libfabric); default: shm on one "
             "host, tcp across hosts")

@@ -1,6 +1,7 @@
 #include "src/tune/tune.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "src/core/param.h"
@@ -61,8 +62,16 @@ AllReduceChoice allReduce(uint64_t bytes, const Context& ctx) {
 }
 
 namespace {
+// Over Tempo's shm a large message is one process_vm_readv by the receiver, and each call
+// costs ~7 us before it copies a byte (measured: 4 MiB in one call 157 us, in 256 KiB
+// pieces 277 us; 64 MiB 5.2 ms in 4 MiB pieces, 6.7 ms in 256 KiB ones), so its messages
+// go up to 4 MiB. Other transports: 512 KiB (1 MiB over TCP).
 uint64_t chunkCap(const Context& ctx) {
-  return ctx.slowest == transport::Kind::OfiTcp ? (uint64_t(1) << 20) : (uint64_t(512) << 10);
+  switch (ctx.slowest) {
+    case transport::Kind::Shm: return uint64_t(4) << 20;
+    case transport::Kind::OfiTcp: return uint64_t(1) << 20;
+    default: return uint64_t(512) << 10;
+  }
 }
 }  // namespace
 
@@ -70,20 +79,27 @@ uint64_t ringChunk(uint64_t segmentBytes, const Context& ctx) {
   if (param::ChunkSize() > 0) return uint64_t(param::ChunkSize());
   // Per-message costs dominate on every transport measured here (libfabric shm costs
   // several microseconds per message whatever its size), so a segment travels in as few
-  // columns as possible: whole up to 512 KiB, then in 512 KiB columns (1 MiB over TCP),
-  // which still pipelines large messages.
+  // columns as possible: whole up to the cap, then in columns of the cap, which still
+  // pipelines large messages.
   return std::clamp<uint64_t>(segmentBytes, 4096, chunkCap(ctx));
 }
 
 uint64_t chainChunk(uint64_t bytes, const Context& ctx) {
   if (param::ChunkSize() > 0) return uint64_t(param::ChunkSize());
-  // A chain of n ranks takes (n - 1 + chunks - 1) chunk times: at least four chunks keep
-  // it busy, and the cap keeps per-message costs small against the payload. Over Tempo's
-  // shm a large message costs a round trip (ready-to-send, pull, done) however big it is,
-  // so its chunks start at 256 KiB (measured at 2 processes: 256 KiB whole in 28-30 us,
-  // in four 64 KiB chunks 40-47 us).
-  const uint64_t floor = ctx.slowest == transport::Kind::Shm ? (uint64_t(256) << 10) : (uint64_t(64) << 10);
-  return std::clamp<uint64_t>(bytes / 4, floor, chunkCap(ctx));
+  const uint64_t cap = chunkCap(ctx);
+  if (ctx.slowest == transport::Kind::Shm) {
+    // A chain of n ranks moves B bytes in c-byte chunks in (n - 2 + B/c) chunk times of
+    // (alpha + c/beta) each, least at c = sqrt(B * alpha * beta / (n - 2)); alpha * beta
+    // is ~96 KB over Tempo's shm (7-8 us per message, 12-13 GB/s). Two ranks have nothing
+    // to pipeline: the message goes whole, up to the cap. The floor of 256 KiB was measured
+    // at 2 processes (256 KiB whole in 28-30 us, in four 64 KiB chunks 40-47 us).
+    if (ctx.nranks <= 2) return std::clamp<uint64_t>(bytes, 4096, cap);
+    const double best = std::sqrt(double(bytes) * 96e3 / double(ctx.nranks - 2));
+    return std::clamp<uint64_t>(uint64_t(best), uint64_t(256) << 10, cap);
+  }
+  // Elsewhere at least four chunks keep the chain busy, and the floor keeps per-message
+  // costs small against the payload.
+  return std::clamp<uint64_t>(bytes / 4, uint64_t(64) << 10, cap);
 }
 
 }  // namespace tempo::tune

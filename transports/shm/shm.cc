@@ -26,11 +26,16 @@ namespace {
 
 // ---- layout of a region (shared between processes; every field fixed-size) ----
 
-constexpr uint32_t kRegionMagic = 0x314d5354;  // "TSM1"
+constexpr uint32_t kRegionMagic = 0x324d5354;  // "TSM2"
 constexpr size_t kSlotBytes = 8192;
 constexpr uint64_t kSlots = 64;  // per ring; a power of two
 constexpr size_t kHeaderBytes = 64;
-constexpr size_t kInline = kSlotBytes - kHeaderBytes;  // payload bytes per slot
+// A message occupies consecutive slots, its header at the start of the first and its
+// payload right after it, at most kMaxMsgSlots of them (128 KiB).
+constexpr uint64_t kMaxMsgSlots = 16;
+constexpr size_t kMaxInline = kMaxMsgSlots * kSlotBytes - kHeaderBytes;
+constexpr size_t kStreamFrag = 4 * kSlotBytes - kHeaderBytes;  // payload of one Data message
+uint64_t slotsFor(size_t payload) { return (kHeaderBytes + payload + kSlotBytes - 1) / kSlotBytes; }
 
 enum class Type : uint32_t {
   Eager = 1,  // tag, len, payload inline
@@ -38,6 +43,7 @@ enum class Type : uint32_t {
   Fin = 3,    // receiver -> sender: the pull of `cookie` is done (status 0) or failed
   Cts = 4,    // receiver -> sender: stream `cookie` to receive `peerCookie`
   Data = 5,   // one fragment of a streamed message: peerCookie, offset, fragLen, payload
+  Pad = 6,    // skip `len` slots: a message never wraps around the end of the ring
 };
 
 struct SlotHeader {
@@ -55,7 +61,9 @@ struct SlotHeader {
 static_assert(sizeof(SlotHeader) <= kHeaderBytes);
 
 // One single-producer single-consumer ring. `head` is written by the sender only, `tail`
-// by the receiver only; a slot is the sender's while head - tail < kSlots.
+// by the receiver only; a slot is the sender's while head - tail < kSlots. A message's
+// slots are contiguous in memory (a Pad fills the end of the ring when it would wrap) and
+// published together, by one store of `head`.
 struct alignas(64) Ring {
   std::atomic<uint64_t> head;
   char pad0[56];
@@ -124,8 +132,19 @@ class Mapping {
   size_t n_ = 0;
 };
 
-// Maps `bytes` of `name` from `offset` (creating it when `create`), pre-faulting every page: first touches are costly on
-// the VMs measured, and tmpfs gets no huge pages.
+// Writes every page of [p, p + bytes) once from this process. First touches cost 6-11 us
+// a page on the VMs measured (machine.md), and not only the guest's page fault: the
+// hypervisor fills its own page tables on the first access from each address space, so
+// neither MAP_POPULATE nor MADV_POPULATE_WRITE avoids it; only a user-space access does.
+// Unprepared, a ring pays that for both of its 8 KiB slot pages on each side during its
+// first lap, which made the first ~20 collectives of a job 5-7x slower. The write is an
+// atomic add of zero, so it changes nothing a peer may be writing there.
+void touchPages(void* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += kPage)
+    reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(p) + off)->fetch_add(0, std::memory_order_relaxed);
+}
+
+// Maps `bytes` of `name` from `offset` (creating it when `create`), every page touched.
 Result<Mapping> mapRegion(const std::string& name, size_t bytes, bool create, size_t offset = 0) {
   int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) return fail(Status::SystemError, "shm: shm_open(%s) failed: %s", name.c_str(), strerror(errno));
@@ -135,13 +154,14 @@ Result<Mapping> mapRegion(const std::string& name, size_t bytes, bool create, si
     shm_unlink(name.c_str());
     return fail(Status::SystemError, "shm: sizing %s to %zu bytes failed: %s", name.c_str(), bytes, strerror(e));
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, off_t(offset));
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(offset));
   int e = errno;
   close(fd);
   if (p == MAP_FAILED) {
     if (create) shm_unlink(name.c_str());
     return fail(Status::SystemError, "shm: mapping %s (%zu bytes) failed: %s", name.c_str(), bytes, strerror(e));
   }
+  touchPages(p, bytes);
   return Mapping(p, bytes);
 }
 
@@ -251,6 +271,7 @@ class ShmEndpoint final : public Endpoint {
   std::vector<Request*> finished_;  // completed, reported by the next progress()
   std::vector<Unexpected> spare_;   // recycled unexpected entries (payload capacity kept)
   uint64_t probe_ = 0;
+  size_t eagerMax_ = std::min<size_t>(kMaxInline, size_t(std::max<int64_t>(0, param::ShmEager())));
 };
 
 std::atomic<uint32_t> g_regionSerial{0};
@@ -303,8 +324,8 @@ Status ShmEndpoint::connect(int peer, std::span<const std::byte> bytes) {
   }
   p.connected = true;
   p.remoteHeader->attached.fetch_add(1, std::memory_order_acq_rel);
-  TEMPO_INFO(log::Net | log::Shm, "shm: rank %d -> %d (pid %u) %s", rank_, peer, a.pid,
-             p.cma ? "eager <= 8128 B, larger by cross-memory attach" : "eager <= 8128 B, larger streamed");
+  TEMPO_INFO(log::Net | log::Shm, "shm: rank %d -> %d (pid %u) eager <= %zu B, larger %s", rank_, peer, a.pid,
+             eagerMax_, p.cma ? "by cross-memory attach" : "streamed");
   unlinkWhenAttached();
   return Status::Success;
 }
@@ -324,15 +345,24 @@ Status ShmEndpoint::checkPeer(int peer, const char* what) const {
   return Status::Success;
 }
 
-// Writes one message into our ring in `p`'s region; false when the ring is full.
+// Writes one message (at most kMaxInline payload bytes) into our ring in `p`'s region;
+// false when the ring has no room for it.
 bool ShmEndpoint::write(Peer& p, const SlotHeader& h, const void* payload, size_t bytes) {
   Ring* r = p.out;
   const uint64_t head = r->head.load(std::memory_order_relaxed);
-  if (head - r->tail.load(std::memory_order_acquire) >= kSlots) return false;
-  unsigned char* slot = r->slots[head & (kSlots - 1)];
+  const uint64_t need = slotsFor(bytes), at = head & (kSlots - 1);
+  const uint64_t pad = at + need > kSlots ? kSlots - at : 0;
+  if (head + pad + need - r->tail.load(std::memory_order_acquire) > kSlots) return false;
+  if (pad) {
+    SlotHeader skip{};
+    skip.type = uint32_t(Type::Pad);
+    skip.len = pad;
+    memcpy(r->slots[at], &skip, sizeof skip);
+  }
+  unsigned char* slot = r->slots[(head + pad) & (kSlots - 1)];
   memcpy(slot, &h, sizeof h);
   if (bytes) memcpy(slot + kHeaderBytes, payload, bytes);
-  r->head.store(head + 1, std::memory_order_release);
+  r->head.store(head + pad + need, std::memory_order_release);
   // Wake the owner if it sleeps (see wait() for the ordering argument).
   p.remoteHeader->bell.fetch_add(1, std::memory_order_seq_cst);
   if (p.remoteHeader->sleeping.load(std::memory_order_seq_cst))
@@ -346,7 +376,7 @@ Status ShmEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, R
   SlotHeader h{};
   h.tag = tag;
   h.len = len;
-  const bool eager = len <= kInline;
+  const bool eager = len <= eagerMax_;
   h.type = uint32_t(eager ? Type::Eager : Type::Rts);
   h.addr = reinterpret_cast<uintptr_t>(buf);
   h.cookie = cookieOf(req);
@@ -442,7 +472,7 @@ void ShmEndpoint::flush(Peer& p) {
     h.type = uint32_t(Type::Data);
     h.peerCookie = st.peerCookie;
     h.offset = st.moved;
-    h.fragLen = uint32_t(std::min(kInline, st.len - st.moved));
+    h.fragLen = uint32_t(std::min(kStreamFrag, st.len - st.moved));
     if (!write(p, h, static_cast<const char*>(st.buf) + st.moved, h.fragLen)) return;
     st.moved += h.fragLen;
     if (st.moved == st.len) {
@@ -468,7 +498,7 @@ void ShmEndpoint::arrive(int from, Peer& p, const SlotHeader& h, const unsigned 
   switch (Type(h.type)) {
     case Type::Eager:
     case Type::Rts: {
-      if (Type(h.type) == Type::Eager && h.len > kInline) break;  // malformed; dropped below
+      if (Type(h.type) == Type::Eager && h.len > kMaxInline) break;  // malformed; dropped below
       for (auto it = p.posted.begin(); it != p.posted.end(); ++it)
         if (state(*it).tag == h.tag) {
           r = *it;
@@ -508,7 +538,7 @@ void ShmEndpoint::arrive(int from, Peer& p, const SlotHeader& h, const unsigned 
         r = p.awaitingData[i];
         if (cookieOf(r) != h.peerCookie) continue;
         ReqState& st = state(r);
-        if (h.fragLen > kInline || h.offset != st.moved || h.offset + h.fragLen > st.len) break;
+        if (h.fragLen > kStreamFrag || h.offset != st.moved || h.offset + h.fragLen > st.len) break;
         memcpy(static_cast<char*>(st.buf) + h.offset, payload, h.fragLen);
         st.moved += h.fragLen;
         if (st.moved == st.len) {
@@ -519,6 +549,8 @@ void ShmEndpoint::arrive(int from, Peer& p, const SlotHeader& h, const unsigned 
         return;
       }
       break;
+    case Type::Pad:  // consumed by drain()
+      return;
   }
   TEMPO_WARN_RATELIMITED(1000, "shm: rank %d dropped a malformed message (type %u) from rank %d", rank_, h.type, from);
 }
@@ -528,13 +560,26 @@ void ShmEndpoint::drain(int from, Peer& p) {
   Ring* r = p.in;
   uint64_t tail = r->tail.load(std::memory_order_relaxed);
   const uint64_t head = r->head.load(std::memory_order_acquire);
-  for (; tail != head; ++tail) {
-    const unsigned char* slot = r->slots[tail & (kSlots - 1)];
+  while (tail != head) {
+    const uint64_t at = tail & (kSlots - 1);
+    const unsigned char* slot = r->slots[at];
     SlotHeader h;
     memcpy(&h, slot, sizeof h);
-    arrive(from, p, h, slot + kHeaderBytes);
-    r->tail.store(tail + 1, std::memory_order_release);
+    uint64_t used = 1;
+    if (Type(h.type) == Type::Pad) used = h.len;
+    else if (Type(h.type) == Type::Eager && h.len <= kMaxInline) used = slotsFor(h.len);
+    else if (Type(h.type) == Type::Data && h.fragLen <= kStreamFrag) used = slotsFor(h.fragLen);
+    if (used == 0 || used > head - tail || at + used > kSlots) {
+      // Claims slots that were never published: nothing after it can be trusted.
+      TEMPO_WARN_RATELIMITED(1000, "shm: rank %d dropped a malformed ring from rank %d", rank_, from);
+      tail = head;
+      break;
+    }
+    if (Type(h.type) != Type::Pad) arrive(from, p, h, slot + kHeaderBytes);
+    tail += used;
+    r->tail.store(tail, std::memory_order_release);
   }
+  r->tail.store(tail, std::memory_order_release);
 }
 
 int ShmEndpoint::progress() {

@@ -2,8 +2,9 @@
 //
 // Each endpoint owns one POSIX shared-memory region holding an inbound ring per peer; a
 // sender writes into the ring the receiver keeps for it, and rings the receiver's doorbell
-// (a futex in the region) when the receiver sleeps. Messages up to one slot travel inline
-// (eager: the sender copies in, the receiver copies out). Larger ones are announced
+// (a futex in the region) when the receiver sleeps. Messages up to TEMPO_SHM_EAGER bytes
+// (64 KiB) travel inline in consecutive slots (eager: the sender copies in and is done, the
+// receiver copies out). Larger ones are announced
 // (ready-to-send) and, once a receive matches, pulled by the receiver straight from the
 // sender's buffer with process_vm_readv: one copy, made by the kernel, with no memory
 // registration. Where the kernel refuses cross-memory attach between the two processes
