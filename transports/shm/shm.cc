@@ -572,14 +572,13 @@ void ShmEndpoint::drain(int from, Peer& p) {
     if (used == 0 || used > head - tail || at + used > kSlots) {
       // Claims slots that were never published: nothing after it can be trusted.
       TEMPO_WARN_RATELIMITED(1000, "shm: rank %d dropped a malformed ring from rank %d", rank_, from);
-      tail = head;
-      break;
+      r->tail.store(head, std::memory_order_release);
+      return;
     }
     if (Type(h.type) != Type::Pad) arrive(from, p, h, slot + kHeaderBytes);
     tail += used;
-    r->tail.store(tail, std::memory_order_release);
+    r->tail.store(tail, std::memory_order_release);  // frees the slots as soon as they are read
   }
-  r->tail.store(tail, std::memory_order_release);
 }
 
 int ShmEndpoint::progress() {
