@@ -1,7 +1,10 @@
 // The implemented entry points: validate, convert, call comm/, map the Status.
 #include "src/api/entry.h"
 
+#include <algorithm>
 #include <climits>
+#include <functional>
+#include <optional>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -163,6 +166,66 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
   });
 }
 
+namespace {
+
+// The child's configuration: a NULL config inherits the parent's, as in NCCL.
+tempo::Result<comm::Config> childConfig(const comm::Communicator& parent, const ncclConfig_t* config) {
+  if (!config) return parent.config();
+  return comm::parseConfig(config);
+}
+
+// The second half of ncclCommSplit, ncclCommShrink and ncclCommGrow on a parent's rank:
+// `exchange` (run on the parent, holding its drive mutex) says which communicator to join
+// (nranks 0: none, *newcomm NULL), and the child joins it. `hasChild` says before the
+// exchange whether there will be one (a nonblocking call hands out its handle at once).
+Status spawnChild(comm::Communicator* parent, const comm::Config& cfg, ncclComm_t* newcomm, bool hasChild,
+                  const char* fn, std::function<tempo::Result<comm::Communicator::SplitTarget>()> exchange) {
+  *newcomm = nullptr;
+  if (cfg.blocking && parent->blocking()) {
+    // Inside a group these run at ncclGroupEnd, concurrently, like inits (one thread may
+    // split several ranks' communicators).
+    return comm::submitInit([=]() -> Status {
+      TEMPO_ASSIGN(comm::Communicator::SplitTarget t, exchange());
+      if (t.nranks == 0) return Status::Success;
+      TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> made,
+                   comm::Communicator::create(t.id, t.nranks, t.rank, cfg, parent->device()));
+      *newcomm = handleOf(comm::registry::add(std::move(made)));
+      return Status::Success;
+    });
+  }
+  // Nonblocking (the parent, the child, or both): the child's handle now, in progress;
+  // the exchange on the parent's worker (holding its drive mutex, so a blocking parent's
+  // own calls wait for it), then the child's join on the child's worker.
+  if (!parent->blocking() && !parent->beginAsync())
+    return fail(Status::InvalidArgument,
+                "%s: comm %p: attempt to use communicator before the previous operation returned ncclSuccess", fn,
+                static_cast<void*>(parent));
+  comm::Communicator* child = nullptr;
+  if (hasChild) {
+    child = comm::registry::add(comm::Communicator::pending(cfg, parent->device()));
+    *newcomm = handleOf(child);
+  }
+  parent->postAsync([parent, child, exchange = std::move(exchange)] {
+    tempo::Result<comm::Communicator::SplitTarget> t = [&] {
+      std::lock_guard<std::timed_mutex> drive(parent->driveMutex());
+      return exchange();
+    }();
+    // A failed exchange is the child's failure, not the parent's: it stays usable.
+    if (!parent->blocking()) parent->endAsync(Status::Success);
+    if (!child) return;
+    if (!t.ok()) return child->endAsync(t.status());
+    child->runAsync([child, t = *t] { return child->join(t.id, t.nranks, t.rank); });
+  });
+  return Status::InProgress;
+}
+
+tempo::Result<tempo::bootstrap::UniqueId> decodeId(const ncclUniqueId& id) {
+  return tempo::bootstrap::decodeUniqueId(std::span<const uint8_t, tempo::bootstrap::kUniqueIdBytes>(
+      reinterpret_cast<const uint8_t*>(id.internal), sizeof id.internal));
+}
+
+}  // namespace
+
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
   return guarded([&]() -> Status {
@@ -170,46 +233,128 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
     if (!newcomm) return fail(Status::InvalidArgument, "ncclCommSplit: newcomm is NULL");
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
       return fail(Status::InvalidArgument, "ncclCommSplit: color %d is negative and not NCCL_SPLIT_NOCOLOR", color);
-    comm::Config cfg = c->config();  // a NULL config inherits the parent's, as in NCCL
-    if (config) {
-      TEMPO_ASSIGN(comm::Config parsed, comm::parseConfig(config));
-      cfg = parsed;
-    }
-    *newcomm = nullptr;
+    TEMPO_ASSIGN(comm::Config cfg, childConfig(*c, config));
     comm::Communicator* parent = c.get();
-    if (cfg.blocking && parent->blocking()) {
-      // Inside a group, splits run at ncclGroupEnd, concurrently, like inits (one thread
-      // may split several ranks' communicators).
-      return comm::submitInit([=]() -> Status {
-        TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> made, parent->split(color, key, cfg));
-        if (made) *newcomm = handleOf(comm::registry::add(std::move(made)));
-        return Status::Success;
-      });
+    return spawnChild(parent, cfg, newcomm, color != NCCL_SPLIT_NOCOLOR, "ncclCommSplit",
+                      [parent, color, key] { return parent->splitExchange(color, key); });
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return guarded([&]() -> Status {
+    // With NCCL_SHRINK_ABORT the parent may still be inside a nonblocking operation that
+    // will never finish: the abort ends it, so only the default mode requires it done.
+    TEMPO_ASSIGN(comm::Pin c, shrinkFlags == NCCL_SHRINK_ABORT ? anyComm(comm, "ncclCommShrink")
+                                                                : liveComm(comm, "ncclCommShrink"));
+    if (!newcomm) return fail(Status::InvalidArgument, "ncclCommShrink: newcomm is NULL");
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+      return fail(Status::InvalidArgument, "ncclCommShrink: shrinkFlags %d is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT",
+                  shrinkFlags);
+    if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList))
+      return fail(Status::InvalidArgument, "ncclCommShrink: %d excluded ranks in list %p", excludeRanksCount,
+                  static_cast<void*>(excludeRanksList));
+    std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+    std::sort(excluded.begin(), excluded.end());
+    for (size_t i = 0; i < excluded.size(); ++i) {
+      if (excluded[i] < 0 || excluded[i] >= c->nranks())
+        return fail(Status::InvalidArgument, "ncclCommShrink: excluded rank %d is outside [0, %d)", excluded[i],
+                    c->nranks());
+      if (i && excluded[i] == excluded[i - 1])
+        return fail(Status::InvalidArgument, "ncclCommShrink: rank %d is excluded twice", excluded[i]);
+      if (excluded[i] == c->rank())
+        return fail(Status::InvalidArgument,
+                    "ncclCommShrink: rank %d excludes itself (excluded ranks do not call ncclCommShrink)", c->rank());
     }
-    // Nonblocking (the parent, the child, or both): the child's handle now, in progress;
-    // the exchange on the parent's worker (holding its drive mutex, so a blocking parent's
-    // own calls wait for it), then the child's join on the child's worker.
-    if (!parent->blocking() && !parent->beginAsync())
-      return fail(Status::InvalidArgument,
-                  "ncclCommSplit: comm %p: attempt to use communicator before the previous operation returned "
-                  "ncclSuccess", comm);
-    comm::Communicator* child = nullptr;
-    if (color != NCCL_SPLIT_NOCOLOR) {
-      child = comm::registry::add(comm::Communicator::pending(cfg, parent->device()));
-      *newcomm = handleOf(child);
+    TEMPO_ASSIGN(comm::Config cfg, childConfig(*c, config));
+    // NCCL_SHRINK_ABORT first stops what the parent has in flight (stuck, perhaps, on the
+    // ranks being excluded); a revoked parent (NCCL's other recovery sequence) is already
+    // stopped. Either way the exchange needs only the survivors.
+    if (shrinkFlags == NCCL_SHRINK_ABORT && !c->revoked()) TEMPO_TRY(c->revoke());
+    comm::Communicator* parent = c.get();
+    return spawnChild(parent, cfg, newcomm, true, "ncclCommShrink",
+                      [parent, excluded = std::move(excluded)] { return parent->shrinkExchange(excluded); });
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Pin c, anyComm(comm, "ncclCommRevoke"));
+    if (revokeFlags != NCCL_REVOKE_DEFAULT)
+      return fail(Status::InvalidArgument, "ncclCommRevoke: revokeFlags %d is not NCCL_REVOKE_DEFAULT", revokeFlags);
+    return c->revoke();
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommGetUniqueId"));
+    if (!uniqueId) return fail(Status::InvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
+    TEMPO_TRY(c->usable());
+    return tempo::bootstrap::createUniqueId(std::span<uint8_t, tempo::bootstrap::kUniqueIdBytes>(
+        reinterpret_cast<uint8_t*>(uniqueId->internal), sizeof uniqueId->internal));
+  });
+}
+
+// Existing ranks pass their communicator and rank -1 (they keep their ranks; at least one
+// of them passes the id ncclCommGetUniqueId made); new ranks pass NULL, the id and a rank.
+NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+         ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guarded([&]() -> Status {
+    if (!newcomm) return fail(Status::InvalidArgument, "ncclCommGrow: newcomm is NULL");
+    if (!comm) {
+      if (!uniqueId) return fail(Status::InvalidArgument, "ncclCommGrow: a new rank (comm NULL) needs the uniqueId");
+      return initRank(newcomm, nRanks, *uniqueId, rank, config, "ncclCommGrow");
     }
-    parent->postAsync([parent, child, color, key] {
-      tempo::Result<comm::Communicator::SplitTarget> t = [&] {
-        std::lock_guard<std::timed_mutex> drive(parent->driveMutex());
-        return parent->splitExchange(color, key);
-      }();
-      // A failed exchange is the split's failure, not the parent's: it stays usable.
-      if (!parent->blocking()) parent->endAsync(Status::Success);
-      if (!child) return;
-      if (!t.ok()) return child->endAsync(t.status());
-      child->runAsync([child, t = *t] { return child->join(t.id, t.nranks, t.rank); });
-    });
-    return Status::InProgress;
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommGrow"));
+    if (rank != -1)
+      return fail(Status::InvalidArgument, "ncclCommGrow: rank is %d; a rank of an existing communicator passes -1",
+                  rank);
+    if (nRanks <= c->nranks())
+      return fail(Status::InvalidArgument, "ncclCommGrow: nRanks %d does not exceed the communicator's %d ranks", nRanks,
+                  c->nranks());
+    TEMPO_TRY(c->usable());
+    std::optional<tempo::bootstrap::UniqueId> id;
+    if (uniqueId) {
+      TEMPO_ASSIGN(id, decodeId(*uniqueId));
+    }
+    TEMPO_ASSIGN(comm::Config cfg, childConfig(*c, config));
+    comm::Communicator* parent = c.get();
+    return spawnChild(parent, cfg, newcomm, true, "ncclCommGrow",
+                      [parent, nRanks, id] { return parent->growExchange(nRanks, id ? &*id : nullptr); });
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommSuspend"));
+    if (flags & ~NCCL_SUSPEND_MEM)
+      return fail(Status::InvalidArgument, "ncclCommSuspend: unknown flags 0x%x", unsigned(flags));
+    std::lock_guard<std::timed_mutex> drive(c->driveMutex());  // after the operation in flight
+    return c->suspend();
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommResume"));
+    return c->resume();
+  });
+}
+
+// Tempo allocates no device memory yet (host buffers only), so every device-memory figure
+// is zero; ncclStatGpuMemSuspended says whether the communicator is suspended.
+NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  return guarded([&]() -> Status {
+    TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommMemStats"));
+    if (!value) return fail(Status::InvalidArgument, "ncclCommMemStats: value is NULL");
+    switch (stat) {
+      case ncclStatGpuMemSuspend:
+      case ncclStatGpuMemPersist:
+      case ncclStatGpuMemTotal: *value = 0; return Status::Success;
+      case ncclStatGpuMemSuspended: *value = c->suspended() ? 1 : 0; return Status::Success;
+    }
+    return fail(Status::InvalidArgument, "ncclCommMemStats: unknown stat %d", int(stat));
   });
 }
 
@@ -252,6 +397,8 @@ NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return guarded([&]() -> Status {
     TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommFinalize"));
     if (c->finalized()) return fail(Status::InvalidUsage, "ncclCommFinalize: comm %p is already finalized", comm);
+    if (c->revoked())
+      return fail(Status::InvalidUsage, "ncclCommFinalize: comm %p was revoked; destroy or abort it instead", comm);
     comm::Communicator* raw = c.get();
     auto finalize = [raw] {
       std::lock_guard<std::timed_mutex> drive(raw->driveMutex());

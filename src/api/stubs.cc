@@ -30,17 +30,6 @@ ncclResult_t stub(const char* func) noexcept {
 #define TEMPO_MSCCL_STUB(func, ...) \
   MSCCL_API(ncclResult_t, func, __VA_ARGS__) { return stub(#func); }
 
-// ---- Communicator creation and lifecycle ----
-TEMPO_STUB(ncclCommRevoke, ncclComm_t comm, int revokeFlags)
-TEMPO_STUB(ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-           ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags)
-TEMPO_STUB(ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId)
-TEMPO_STUB(ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
-           ncclComm_t* newcomm, ncclConfig_t* config)
-TEMPO_STUB(ncclCommSuspend, ncclComm_t comm, int flags)
-TEMPO_STUB(ncclCommResume, ncclComm_t comm)
-TEMPO_STUB(ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value)
-
 // ---- Memory and registration ----
 TEMPO_STUB(ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
            int winFlags)

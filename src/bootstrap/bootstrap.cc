@@ -100,28 +100,46 @@ Status Bootstrap::connectRing(Deadline deadline) {
   TEMPO_ASSIGN(next_, Socket::connect(peers_[size_t(next)].oob, deadline));
   PeerHello hello{secret_, nonce_, rank_, PeerHello::kRing};
   TEMPO_TRY(sendBytes(next_, encodePeerHello(hello), deadline));
-  // Accept until the predecessor shows up with the secret; anything else is dropped.
-  int64_t handshakeNs = param::HandshakeTimeout() * 1000000000;
-  while (!prev_.valid()) {
-    SockAddr from;
-    Result<Socket> s = listener_.accept(deadline, &from);
+  TEMPO_ASSIGN(prev_, acceptFrom(prev, PeerHello::kRing, deadline));
+  return Status::Success;
+}
+
+Result<Socket> Bootstrap::acceptFrom(int from, uint32_t purpose, Deadline deadline, int* sender) {
+  const int64_t handshakeNs = param::HandshakeTimeout() * 1000000000;
+  for (;;) {
+    SockAddr addr;
+    Result<Socket> s = listener_.accept(deadline, &addr);
     if (!s.ok()) {
+      if (s.status() == Status::Timeout && from < 0)
+        return fail(Status::SystemError, "bootstrap: rank %d timed out waiting for a peer to connect", rank_);
       if (s.status() == Status::Timeout)
-        return fail(Status::SystemError, "bootstrap: rank %d timed out waiting for rank %d to connect", rank_, prev);
+        return fail(Status::SystemError, "bootstrap: rank %d timed out waiting for rank %d to connect", rank_, from);
       return s.status();
     }
     Deadline hs = Deadline::after(handshakeNs);
     Result<std::vector<uint8_t>> msg = recvMessage(*s, MsgType::PeerHello, kMaxHelloBytes, hs);
     if (!msg.ok()) continue;
     Result<PeerHello> ph = decodePeerHello(*msg);
-    if (!ph.ok() || !secretsEqual(ph->secret, secret_) || ph->commNonce != nonce_ || ph->from != prev) {
+    if (!ph.ok() || !secretsEqual(ph->secret, secret_) || ph->commNonce != nonce_ || ph->purpose != purpose ||
+        (from >= 0 ? ph->from != from : ph->from < 0 || ph->from >= nranks_)) {
       TEMPO_WARN_RATELIMITED(1000, "bootstrap: rank %d dropped an unauthenticated connection from %s", rank_,
-                             from.toString().c_str());
+                             addr.toString().c_str());
       continue;
     }
-    prev_ = std::move(s.value());
+    if (sender) *sender = ph->from;
+    return std::move(s.value());
   }
-  return Status::Success;
+}
+
+Status Bootstrap::sendDirect(int to, std::span<const uint8_t> payload, Deadline deadline) {
+  TEMPO_ASSIGN(Socket s, Socket::connect(peers_[size_t(to)].oob, deadline));
+  TEMPO_TRY(sendBytes(s, encodePeerHello(PeerHello{secret_, nonce_, rank_, PeerHello::kDirect}), deadline));
+  return sendBytes(s, encodeDirect(payload), deadline);
+}
+
+Result<std::vector<uint8_t>> Bootstrap::recvDirect(int from, uint32_t maxLength, Deadline deadline, int* sender) {
+  TEMPO_ASSIGN(Socket s, acceptFrom(from, PeerHello::kDirect, deadline, sender));
+  return recvMessage(s, MsgType::Direct, maxLength, deadline);
 }
 
 Status Bootstrap::allGather(std::span<std::byte> data, size_t blockBytes, Deadline deadline) {

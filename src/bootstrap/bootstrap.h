@@ -40,6 +40,13 @@ class Bootstrap {
   // On return every block is filled. Ring algorithm: nranks-1 neighbour exchanges.
   Status allGather(std::span<std::byte> data, size_t blockBytes, Deadline deadline);
   Status barrier(Deadline deadline);
+  // One message to or from one rank outside the ring (ncclCommShrink, whose survivors must
+  // not depend on the excluded ranks that the ring passes through). sendDirect() connects
+  // to `to`'s listener, authenticates as the ring does and sends `payload`; recvDirect()
+  // accepts connections until one authenticated as `from` (any rank if -1; *sender says
+  // which) delivers its message of at most `maxLength` bytes. Others are dropped.
+  Status sendDirect(int to, std::span<const uint8_t> payload, Deadline deadline);
+  Result<std::vector<uint8_t>> recvDirect(int from, uint32_t maxLength, Deadline deadline, int* sender = nullptr);
   // True if a ring neighbour's connection has closed (it exited or aborted).
   bool neighbourGone() const;
   // Failure propagation around the ring, once the communicator is unusable: tells both
@@ -58,6 +65,10 @@ class Bootstrap {
  private:
   Bootstrap() = default;
   Status connectRing(Deadline deadline);
+  // Accepts until a connection presents this communicator's secret and nonce as rank
+  // `from` (any rank if -1, stored in *sender) with `purpose`; unauthenticated ones are
+  // dropped with a rate-limited warning.
+  Result<Socket> acceptFrom(int from, uint32_t purpose, Deadline deadline, int* sender = nullptr);
 
   int rank_ = 0, nranks_ = 1;
   uint64_t nonce_ = 0;

@@ -180,7 +180,7 @@ Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t 
   uint16_t type = r.u16();
   r.u16();
   uint32_t length = r.u32();
-  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Abort)) return malformed("header (type)");
+  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Direct)) return malformed("header (type)");
   if (length > maxLength)
     return fail(Status::InvalidArgument, "bootstrap: message of %u bytes exceeds the limit of %u", length,
                 maxLength);
@@ -246,6 +246,10 @@ std::vector<uint8_t> encodeStatusReason(MsgType type, const ErrorReply& e) {
 
 std::vector<uint8_t> encodeError(const ErrorReply& e) { return encodeStatusReason(MsgType::Error, e); }
 std::vector<uint8_t> encodeAbort(const ErrorReply& e) { return encodeStatusReason(MsgType::Abort, e); }
+
+std::vector<uint8_t> encodeDirect(std::span<const uint8_t> payload) {
+  return framed(MsgType::Direct, std::vector<uint8_t>(payload.begin(), payload.end()));
+}
 
 Result<ErrorReply> decodeError(std::span<const uint8_t> payload) {
   Reader r(payload);

@@ -48,6 +48,7 @@ enum class MsgType : uint16_t {
   Error = 3,      // root -> rank: status and reason
   PeerHello = 4,  // rank -> rank: secret, comm nonce, sender rank, purpose
   Abort = 5,      // rank -> ring neighbour: the communicator failed; status and reason
+  Direct = 6,     // rank -> rank, after a kDirect PeerHello: one opaque payload
 };
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMsgMagic = 0x424d5054;  // "TPMB"
@@ -88,9 +89,11 @@ std::vector<uint8_t> encodeError(const ErrorReply& e);
 Result<ErrorReply> decodeError(std::span<const uint8_t> payload);
 // An Abort notice carries the same fields as an Error reply.
 std::vector<uint8_t> encodeAbort(const ErrorReply& e);
+// A Direct message: the payload as is, framed.
+std::vector<uint8_t> encodeDirect(std::span<const uint8_t> payload);
 
 struct PeerHello {
-  enum Purpose : uint32_t { kRing = 1, kP2p = 2 };
+  enum Purpose : uint32_t { kRing = 1, kP2p = 2, kDirect = 3 };
   Secret secret{};
   uint64_t commNonce = 0;
   int32_t from = 0;

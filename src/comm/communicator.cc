@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <mutex>
 
@@ -244,6 +245,125 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, co
   TEMPO_ASSIGN(SplitTarget t, splitExchange(color, key));
   if (t.nranks == 0) return std::unique_ptr<Communicator>();
   return create(t.id, t.nranks, t.rank, config, device_);
+}
+
+namespace {
+
+// The leader's shrink message: which shrink (the parent's count of them), a digest of the
+// excluded ranks, and the new communicator's unique id. Little-endian, fixed size.
+constexpr size_t kShrinkMsgBytes = 4 + 8 + bootstrap::kUniqueIdBytes;
+
+uint64_t digestRanks(std::span<const int> ranks) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the sorted list
+  for (int r : ranks)
+    for (int b = 0; b < 4; ++b) h = (h ^ uint8_t(uint32_t(r) >> (8 * b))) * 1099511628211ull;
+  return h ^ ranks.size();
+}
+
+void putLe(uint8_t* p, uint64_t v, int bytes) {
+  for (int b = 0; b < bytes; ++b) p[b] = uint8_t(v >> (8 * b));
+}
+uint64_t getLe(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int b = 0; b < bytes; ++b) v |= uint64_t(p[b]) << (8 * b);
+  return v;
+}
+
+}  // namespace
+
+Result<Communicator::SplitTarget> Communicator::shrinkExchange(std::span<const int> excluded) {
+  const Deadline deadline = Deadline::afterSeconds(param::InitTimeout()).cancelledBy(&aborting_);
+  const uint32_t seq = shrinks_++;
+  const uint64_t digest = digestRanks(excluded);
+  // Phase 1: the survivors in parent order; this rank's place among them is its new rank.
+  std::vector<int> survivors;
+  for (int r = 0, e = 0; r < nranks_; ++r) {
+    if (size_t(e) < excluded.size() && excluded[size_t(e)] == r) ++e;
+    else survivors.push_back(r);
+  }
+  SplitTarget t;
+  t.nranks = int(survivors.size());
+  t.rank = int(std::find(survivors.begin(), survivors.end(), rank_) - survivors.begin());
+  const int leader = survivors.front();
+  // Phase 2: the leader opens the new rendezvous and offers every survivor its id.
+  std::array<uint8_t, kShrinkMsgBytes> offer;
+  auto verdict = [seq](bool agree) {
+    std::array<uint8_t, 5> v;
+    putLe(v.data(), seq, 4);
+    v[4] = agree;
+    return v;
+  };
+  auto readVerdict = [seq](const std::vector<uint8_t>& v) { return v.size() == 5 && getLe(v.data(), 4) == seq && v[4]; };
+  const auto reach = [&](int r, std::span<const uint8_t> m) -> Status {
+    Status s = boot_->sendDirect(r, m, deadline);
+    if (ok(s)) return s;
+    const std::string why = lastErrorMessage();
+    return fail(s, "ncclCommShrink: rank %d could not reach surviving rank %d: %s", rank_, r, why.c_str());
+  };
+  const char* kDisagree =
+      "ncclCommShrink: the surviving ranks passed different exclude lists (or have shrunk this communicator a different "
+      "number of times); rank %d's list has %zu ranks";
+  if (rank_ == leader) {
+    putLe(offer.data(), seq, 4);
+    putLe(offer.data() + 4, digest, 8);
+    TEMPO_TRY(bootstrap::createUniqueId(std::span<uint8_t, bootstrap::kUniqueIdBytes>(offer.data() + 12, 128)));
+    for (int r : survivors)
+      if (r != rank_) TEMPO_TRY(reach(r, offer));
+    // Phase 3: each survivor says whether its list matched; the leader tells all the outcome.
+    bool agree = true;
+    for (size_t heard = 1; heard < survivors.size(); ++heard) {
+      TEMPO_ASSIGN(std::vector<uint8_t> v, boot_->recvDirect(-1, 5, deadline));
+      agree = agree && readVerdict(v);
+    }
+    for (int r : survivors)
+      if (r != rank_) TEMPO_TRY(reach(r, verdict(agree)));
+    if (!agree) return fail(Status::InvalidUsage, kDisagree, rank_, excluded.size());
+  } else {
+    TEMPO_ASSIGN(std::vector<uint8_t> got, boot_->recvDirect(leader, kShrinkMsgBytes, deadline));
+    const bool match = got.size() == kShrinkMsgBytes && getLe(got.data(), 4) == seq && getLe(got.data() + 4, 8) == digest;
+    TEMPO_TRY(reach(leader, verdict(match)));
+    TEMPO_ASSIGN(std::vector<uint8_t> outcome, boot_->recvDirect(leader, 5, deadline));
+    if (!match || !readVerdict(outcome)) return fail(Status::InvalidUsage, kDisagree, rank_, excluded.size());
+    std::copy(got.begin(), got.end(), offer.begin());
+  }
+  TEMPO_ASSIGN(t.id, bootstrap::decodeUniqueId(std::span<const uint8_t, bootstrap::kUniqueIdBytes>(offer.data() + 12, 128)));
+  TEMPO_INFO(log::Init, "comm %p rank %d shrinks without %zu ranks: rank %d of %d", static_cast<void*>(this), rank_,
+             excluded.size(), t.rank, t.nranks);
+  return t;
+}
+
+Result<Communicator::SplitTarget> Communicator::growExchange(int nranks, const bootstrap::UniqueId* id) {
+  const Deadline deadline = Deadline::afterSeconds(param::InitTimeout()).cancelledBy(&aborting_);
+  // Every rank's nranks and, where it has one, its encoded id, around the ring.
+  constexpr size_t kId = bootstrap::kUniqueIdBytes, kBlock = 8 + kId;
+  std::vector<std::byte> table(size_t(nranks_) * kBlock);
+  uint8_t* mine = reinterpret_cast<uint8_t*>(table.data()) + size_t(rank_) * kBlock;
+  putLe(mine, uint32_t(nranks), 4);
+  putLe(mine + 4, id ? 1 : 0, 4);
+  if (id) bootstrap::encodeUniqueId(*id, std::span<uint8_t, kId>(mine + 8, kId));
+  TEMPO_TRY(boot_->allGather(table, kBlock, deadline));
+  const uint8_t* chosen = nullptr;
+  for (int r = 0; r < nranks_; ++r) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(table.data()) + size_t(r) * kBlock;
+    if (int(getLe(b, 4)) != nranks)
+      return fail(Status::InvalidUsage, "ncclCommGrow: rank %d passes nRanks %d but rank %d passes %d", rank_, nranks,
+                  r, int(getLe(b, 4)));
+    if (!getLe(b + 4, 4)) continue;
+    if (!chosen) chosen = b + 8;
+    else if (memcmp(chosen, b + 8, kId) != 0)
+      return fail(Status::InvalidUsage, "ncclCommGrow: ranks of comm %p passed different unique ids",
+                  static_cast<void*>(this));
+  }
+  if (!chosen)
+    return fail(Status::InvalidArgument,
+                "ncclCommGrow: no rank of comm %p passed the unique id (make one with ncclCommGetUniqueId)",
+                static_cast<void*>(this));
+  SplitTarget t;
+  TEMPO_ASSIGN(t.id, bootstrap::decodeUniqueId(std::span<const uint8_t, kId>(chosen, kId)));
+  t.nranks = nranks;
+  t.rank = rank_;
+  TEMPO_INFO(log::Init, "comm %p rank %d grows from %d to %d ranks", static_cast<void*>(this), rank_, nranks_, nranks);
+  return t;
 }
 
 Communicator::~Communicator() {
@@ -664,30 +784,82 @@ Status Communicator::finalize() {
   return asyncError();
 }
 
-bool Communicator::abort() {
-  aborting_.store(true, std::memory_order_release);
-  // Phase 1: the operation in flight notices the request within one pass of its wait (a
+bool Communicator::waitForDriverToLeave(const char* fn, std::unique_lock<std::timed_mutex>& drive) {
+  // The operation in flight notices the stop flag within one pass of its wait (a
   // collective) or one bootstrap poll interval (an init or split), and leaves.
   constexpr int64_t kAbortWaitNs = 10'000'000'000;
   const int64_t start = nowNs();
   if (!waitAsyncFor(kAbortWaitNs)) {
-    TEMPO_WARN("comm %p rank %d: ncclCommAbort: the nonblocking operation in flight did not stop within 10 s",
-               static_cast<void*>(this), rank_);
+    TEMPO_WARN("comm %p rank %d: %s: the nonblocking operation in flight did not stop within 10 s",
+               static_cast<void*>(this), rank_, fn);
     return false;
   }
-  std::unique_lock<std::timed_mutex> drive(driveMu_, std::chrono::nanoseconds(kAbortWaitNs - (nowNs() - start)));
+  drive = std::unique_lock<std::timed_mutex>(driveMu_, std::chrono::nanoseconds(kAbortWaitNs - (nowNs() - start)));
   if (!drive.owns_lock()) {
-    TEMPO_WARN("comm %p rank %d: ncclCommAbort: the call in flight on another thread did not stop within 10 s",
-               static_cast<void*>(this), rank_);
+    TEMPO_WARN("comm %p rank %d: %s: the call in flight on another thread did not stop within 10 s",
+               static_cast<void*>(this), rank_, fn);
     return false;
   }
-  // Phase 2: nobody drives the engine now. Cancel, and tell the neighbours why.
+  return true;
+}
+
+bool Communicator::abort() {
+  aborting_.store(true, std::memory_order_release);
+  std::unique_lock<std::timed_mutex> drive;
+  if (!waitForDriverToLeave("ncclCommAbort", drive)) return false;
+  // Nobody drives the engine now. Cancel, and tell the neighbours why.
   setLastErrorMessage(("rank " + std::to_string(rank_) + " aborted its communicator (ncclCommAbort)").c_str());
   recordError(Status::RemoteError);
   if (engine_) engine_->abort(Status::InvalidUsage);
   for (auto& ep : endpoints_) ep->cancelAll();
   if (boot_) boot_->shutdown();
   return true;
+}
+
+Status Communicator::revoke() {
+  if (revoked_.exchange(true, std::memory_order_acq_rel))
+    return fail(Status::InvalidArgument, "ncclCommRevoke: comm %p rank %d is already revoked",
+                static_cast<void*>(this), rank_);
+  std::unique_lock<std::timed_mutex> drive;
+  if (!waitForDriverToLeave("ncclCommRevoke", drive))
+    return fail(Status::InternalError, "ncclCommRevoke: comm %p rank %d: the operation in flight did not stop within 10 s",
+                static_cast<void*>(this), rank_);
+  // Cancel what is in flight and tell the neighbours (who forward it), but record no error
+  // here and keep the bootstrap listener: a revoked communicator can still be shrunk.
+  if (engine_) engine_->abort(Status::InvalidUsage);
+  for (auto& ep : endpoints_) ep->cancelAll();
+  if (boot_)
+    boot_->notifyNeighbours(Status::RemoteError,
+                            "rank " + std::to_string(rank_) + " revoked the communicator (ncclCommRevoke)");
+  TEMPO_INFO(log::Init, "comm %p rank %d nranks %d - Revoke COMPLETE", static_cast<void*>(this), rank_, nranks_);
+  return Status::Success;
+}
+
+Status Communicator::suspend() {
+  if (suspended_.exchange(true, std::memory_order_acq_rel))
+    return fail(Status::InvalidUsage, "ncclCommSuspend: comm %p rank %d is already suspended",
+                static_cast<void*>(this), rank_);
+  return Status::Success;
+}
+
+Status Communicator::resume() {
+  if (!suspended_.exchange(false, std::memory_order_acq_rel))
+    return fail(Status::InvalidUsage, "ncclCommResume: comm %p rank %d is not suspended", static_cast<void*>(this),
+                rank_);
+  return Status::Success;
+}
+
+Status Communicator::usable() {
+  const void* self = static_cast<void*>(this);
+  if (aborting()) return fail(Status::InvalidUsage, "communicator %p rank %d was aborted (ncclCommAbort)", self, rank_);
+  if (revoked()) return fail(Status::InvalidUsage, "communicator %p rank %d was revoked (ncclCommRevoke)", self, rank_);
+  if (suspended())
+    return fail(Status::InvalidUsage, "communicator %p rank %d is suspended (call ncclCommResume first)", self, rank_);
+  Status s = asyncError();
+  if (!ok(s))
+    return fail(s, "communicator %p rank %d is unusable after an earlier error: %s", self, rank_,
+                errorMessage().c_str());
+  return Status::Success;
 }
 
 }  // namespace tempo::comm

@@ -94,6 +94,17 @@ class Communicator : public engine::Liveness {
     int nranks = 0, rank = -1;
   };
   Result<SplitTarget> splitExchange(int color, int key);
+  // ncclCommShrink, called by the ranks not in `excluded` (sorted, unique, without this
+  // rank): they form a new communicator ranked in parent order. The exchange does not use
+  // the ring (it passes through excluded ranks, which may be dead): the lowest surviving
+  // rank opens the new rendezvous and sends its id to each survivor directly. A survivor
+  // whose list differs from the leader's fails with ncclInvalidUsage. Works on a revoked
+  // communicator (NCCL_SHRINK_ABORT revokes first).
+  Result<SplitTarget> shrinkExchange(std::span<const int> excluded);
+  // ncclCommGrow on a rank of this communicator: every rank passes nranks and, at least
+  // one of them, the id ncclCommGetUniqueId made (null elsewhere); the exchange over the
+  // ring checks they agree. This rank keeps its rank in the grown communicator.
+  Result<SplitTarget> growExchange(int nranks, const bootstrap::UniqueId* id);
   ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -157,6 +168,21 @@ class Communicator : public engine::Liveness {
   // object must then be kept alive, inert).
   bool abort();
   bool aborting() const { return aborting_.load(std::memory_order_acquire); }
+  // ncclCommRevoke (and NCCL_SHRINK_ABORT): stops the operation in flight as abort() does
+  // and tells the ring neighbours (whose calls then fail), but keeps the bootstrap
+  // listener, so the communicator can still be shrunk; new operations fail with
+  // ncclInvalidUsage. InvalidArgument if already revoked; a timeout as in abort().
+  Status revoke();
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+  // ncclCommSuspend / ncclCommResume: while suspended, new operations fail with
+  // ncclInvalidUsage. Tempo holds no device memory yet, so there is nothing to release.
+  Status suspend();
+  Status resume();
+  bool suspended() const { return suspended_.load(std::memory_order_acquire); }
+  // Whether a new operation may start: InvalidUsage after abort, revoke or suspend, else
+  // the error that made the communicator unusable, else Success (with ncclGetLastError's
+  // message set on failure).
+  Status usable();
   // Waits for a nonblocking job in flight to finish (ncclCommDestroy).
   void waitAsync();
   // engine::Liveness: fails when a ring neighbour reported a failure or (with
@@ -165,11 +191,16 @@ class Communicator : public engine::Liveness {
   // until something waits on it.
   Status check(bool closedIsFatal);
   Status check() override { return check(true); }
-  bool abortRequested() const override { return aborting_.load(std::memory_order_relaxed); }
+  bool abortRequested() const override {
+    return aborting_.load(std::memory_order_relaxed) || revoked_.load(std::memory_order_relaxed);
+  }
 
  private:
   Communicator() = default;
   bool waitAsyncFor(int64_t ns);
+  // Abort's first phase (also revoke's): with the stop flag set, waits (10 s at most) for
+  // a nonblocking job and the driving thread to leave; false if they did not.
+  bool waitForDriverToLeave(const char* fn, std::unique_lock<std::timed_mutex>& drive);
   Status connectTransports(Deadline deadline);
   void logCall(const CollArgs& a, uint64_t seq) const;
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
@@ -202,6 +233,9 @@ class Communicator : public engine::Liveness {
   bool finalized_ = false;
   std::timed_mutex driveMu_;
   std::atomic<bool> aborting_{false};
+  std::atomic<bool> revoked_{false};
+  std::atomic<bool> suspended_{false};
+  uint32_t shrinks_ = 0;  // shrinkExchange calls so far: tells one shrink's messages from the next
   std::atomic<bool> inProgress_{false};
   std::mutex asyncMu_;  // with asyncCv_: waiting for inProgress_ to clear
   std::condition_variable asyncCv_;

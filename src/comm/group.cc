@@ -54,17 +54,7 @@ Status driveBatch(std::span<const Item> items) {
     return Status::Success;
   };
   for (const Item& it : items) {
-    if (it.comm->aborting()) {
-      first = fail(Status::InvalidUsage, "communicator %p rank %d was aborted (ncclCommAbort)",
-                   static_cast<void*>(it.comm.get()), it.comm->rank());
-      break;
-    }
-    Status s = it.comm->asyncError();
-    if (!ok(s)) {
-      first = fail(s, "communicator %p rank %d is unusable after an earlier error: %s",
-                   static_cast<void*>(it.comm.get()), it.comm->rank(), it.comm->errorMessage().c_str());
-      break;
-    }
+    if (!ok(first = it.comm->usable())) break;
     if (it.args.p2p != P2p::None) continue;
     if (!ok(first = submit(it.comm.get(), it.comm->prepare(it.args)))) break;
   }
@@ -85,10 +75,10 @@ Status driveBatch(std::span<const Item> items) {
     Communicator* c = opComms[i];
     if (!ok(ops[i]->status)) {
       Status st;
-      if (c->aborting()) {
-        // abort() tells the peers (as a remote error) once this thread has left.
-        st = fail(Status::InvalidUsage, "comm %p rank %d was aborted (ncclCommAbort) during a collective",
-                  static_cast<void*>(c), c->rank());
+      if (c->aborting() || c->revoked()) {
+        // abort() and revoke() tell the peers once this thread has left.
+        st = fail(Status::InvalidUsage, "comm %p rank %d was %s during a collective", static_cast<void*>(c), c->rank(),
+                  c->aborting() ? "aborted (ncclCommAbort)" : "revoked (ncclCommRevoke)");
       } else {
         st = c->explainFailure(ops[i]->status, ops[i]->causeKnown);
         c->recordError(st);

@@ -178,8 +178,8 @@ TEST(BadUsage, DestroyedCommunicatorIsDetected) {
 }
 
 TEST(BadUsage, NotYetImplementedFunctionsSaySo) {
-  ncclUniqueId id;
-  EXPECT_NCCL_ERROR(ncclCommGetUniqueId(nullptr, &id), ncclInvalidUsage, "not implemented yet");
+  ncclWindow_t win;
+  EXPECT_NCCL_ERROR(ncclCommWindowDeregister(nullptr, win = nullptr), ncclInvalidUsage, "not implemented yet");
 }
 
 // The collectives beyond all-reduce: each bad argument gets its code and a message naming it.

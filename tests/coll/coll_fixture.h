@@ -29,6 +29,15 @@ inline void selectTransport(const std::string& transport) {
   }
 }
 
+// Runs fn(rank) for rank 0..n-1 on one thread each and returns each rank's result.
+inline std::vector<ncclResult_t> runOnThreads(int n, const std::function<ncclResult_t(int)>& fn) {
+  std::vector<ncclResult_t> res(size_t(n), ncclSuccess);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { res[size_t(r)] = fn(r); });
+  for (auto& t : threads) t.join();
+  return res;
+}
+
 class CommWorld {
  public:
   CommWorld(int nranks, const std::string& transport) : comms_(size_t(nranks)) {
@@ -49,11 +58,7 @@ class CommWorld {
 
   // Runs fn(rank) on one thread per rank and returns each rank's result.
   std::vector<ncclResult_t> onThreads(const std::function<ncclResult_t(int)>& fn) const {
-    std::vector<ncclResult_t> res(comms_.size(), ncclSuccess);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < size(); ++r) threads.emplace_back([&, r] { res[size_t(r)] = fn(r); });
-    for (auto& t : threads) t.join();
-    return res;
+    return runOnThreads(size(), fn);
   }
   // Calls fn(rank) for every rank from this thread inside one group.
   ncclResult_t inGroup(const std::function<ncclResult_t(int)>& fn) const {

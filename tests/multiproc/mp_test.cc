@@ -151,6 +151,15 @@ TEST(MultiProcessAbort, AbortFromAnotherThreadMidCollective) {
   }
 }
 
+// reliability.md F6: a rank dies; the survivors' call fails, they shrink the communicator
+// with NCCL_SHRINK_ABORT and carry on, bit-exact, without it.
+TEST(MultiProcessShrink, SurvivorsShrinkAwayADeadRankAndCarryOn) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    expectAllSucceed(runWorkers(4, envFor(Case{transport, 4, "", ""}, "shrink"), 90));
+  }
+}
+
 // 8 ranks: at most 64 MiB of library host memory each, and flat RSS over 10,000
 // back-to-back collectives (the worker measures and fails itself).
 TEST(MultiProcessMemory, BoundedAndFlatOverTenThousandCollectives) {

@@ -181,6 +181,39 @@ int abortMidCollective(ncclComm_t comm) {
   return r != ncclSuccess ? 0 : 1;
 }
 
+// The last rank dies right after init. The survivors' all-reduce on the parent fails
+// instead of hanging; they shrink it with NCCL_SHRINK_ABORT, excluding the dead rank, and
+// the shrunk communicator runs 200 bit-exact all-reduces.
+int shrinkAfterDeath(ncclComm_t comm) {
+  const int victim = g_size - 1;
+  if (g_rank == victim) _exit(0);
+  std::vector<float> buf(1 << 16, 1.0f);
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+  fprintf(stderr, "[rank %d] all-reduce with rank %d dead returned %s: %s\n", g_rank, victim, ncclGetErrorString(r),
+          ncclGetLastError(comm));
+  if (r == ncclSuccess) return 1;
+  int dead[] = {victim};
+  ncclComm_t child = nullptr;
+  CHECK_NCCL(ncclCommShrink(comm, dead, 1, &child, nullptr, NCCL_SHRINK_ABORT));
+  int n = 0, me = -1;
+  CHECK_NCCL(ncclCommCount(child, &n));
+  CHECK_NCCL(ncclCommUserRank(child, &me));
+  if (n != g_size - 1 || me != g_rank) return 1;
+  int bad = 0;
+  for (int it = 0; it < 200; ++it) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = float((g_rank + 1) * (int(i % 7) + it % 3));
+    CHECK_NCCL(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, child, nullptr));
+    const int ranksSum = n * (n + 1) / 2;
+    for (size_t i = 0; i < buf.size(); ++i) bad += buf[i] != float(ranksSum * (int(i % 7) + it % 3));
+  }
+  fprintf(stderr, "[rank %d] 200 all-reduces on the shrunk communicator of %d ranks: %d wrong elements\n", g_rank, n,
+          bad);
+  CHECK_NCCL(ncclCommFinalize(child));
+  CHECK_NCCL(ncclCommDestroy(child));
+  CHECK_NCCL(ncclCommDestroy(comm));
+  return bad ? 1 : 0;
+}
+
 }  // namespace
 
 int main() {
@@ -199,6 +232,7 @@ int main() {
   ncclComm_t comm;
   CHECK_NCCL(ncclCommInitRank(&comm, g_size, id, g_rank));
   if (mode == "abort") return abortMidCollective(comm);
+  if (mode == "shrink") return shrinkAfterDeath(comm);
   int failures = mode == "memory" ? memory(comm, rss0) : mode == "collectives" ? collectives(comm) : matrix(comm);
   CHECK_NCCL(ncclCommFinalize(comm));
   CHECK_NCCL(ncclCommDestroy(comm));
