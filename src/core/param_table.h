@@ -45,10 +45,13 @@ TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
             "libfabric across hosts or whenever FI_PROVIDER is set), shm (Tempo's shm for every peer, which "
             "must share this host), ofi (libfabric for every peer in another process: shm on one host, tcp "
             "across hosts), loopback")
-TEMPO_PARAM(ShmEager, "TEMPO_SHM_EAGER", Int, "65536",
+TEMPO_PARAM(ShmEager, "TEMPO_SHM_EAGER", Int, "-1",
             "Tempo's shm: messages up to this many bytes (at most 131008) travel inline through the "
             "shared ring, copied in by the sender and out by the receiver; larger ones are moved once, "
-            "by the receiver")
+            "by the receiver (-1: 16384, or 65536 where cross-memory attach is unavailable)")
+TEMPO_PARAM(ShmSplit, "TEMPO_SHM_SPLIT", Int, "262144",
+            "Tempo's shm: a message pulled by cross-memory attach of at least this many bytes is moved by "
+            "both processes at once, the receiver reading one half while the sender writes the other (0: off)")
 TEMPO_PARAM(ShmCma, "TEMPO_SHM_CMA", Int, "1",
             "Tempo's shm: 1 moves messages over TEMPO_SHM_EAGER bytes with one copy by cross-memory "
             "attach (process_vm_readv) where the kernel allows it; 0 streams them through the shared rings")

@@ -3,14 +3,17 @@
 // Each endpoint owns one POSIX shared-memory region holding an inbound ring per peer; a
 // sender writes into the ring the receiver keeps for it, and rings the receiver's doorbell
 // (a futex in the region) when the receiver sleeps. Messages up to TEMPO_SHM_EAGER bytes
-// (64 KiB) travel inline in consecutive slots (eager: the sender copies in and is done, the
-// receiver copies out). Larger ones are announced
-// (ready-to-send) and, once a receive matches, pulled by the receiver straight from the
-// sender's buffer with process_vm_readv: one copy, made by the kernel, with no memory
-// registration. Where the kernel refuses cross-memory attach between the two processes
-// (ptrace policy, seccomp) or TEMPO_SHM_CMA=0, the receiver answers clear-to-send instead
-// and the sender streams the data through the ring, so a large message never waits in
-// shared memory for a receive that has not been posted.
+// (16 KiB; 64 KiB without cross-memory attach) travel inline in consecutive slots (eager:
+// the sender copies in and is done, the receiver copies out); an arrival no receive has
+// claimed is copied out of the ring only up to a bound, beyond which it waits in the ring
+// and the full ring holds the sender back. Larger ones are announced (ready-to-send) and,
+// once a receive matches, pulled by the receiver straight from the sender's buffer with
+// process_vm_readv: one copy, made by the kernel, with no memory registration; from
+// TEMPO_SHM_SPLIT bytes the sender writes the second half with process_vm_writev while the
+// receiver pulls the first. Where the kernel refuses cross-memory attach between the two
+// processes (ptrace policy, seccomp) or TEMPO_SHM_CMA=0, the receiver answers clear-to-send
+// instead and the sender streams the data through the ring, so a large message never waits
+// in shared memory for a receive that has not been posted.
 #pragma once
 
 #include <cstdint>
