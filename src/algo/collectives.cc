@@ -215,6 +215,38 @@ void planChainBroadcast(const CollPlanArgs& a, Plan& out) {
   out.window = uint32_t(std::min<size_t>(out.steps.size(), isRoot && !a.inPlace ? 32 : 16));
 }
 
+void planTreeBroadcast(const CollPlanArgs& a, Plan& out) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t bytes = a.count * a.typeSize;
+  if (!bytes) return;
+  if (n == 1) return void(singleRank(a, out));
+  const uint64_t chunk = columnChunk(bytes, a.chunkBytes, 1, a.typeSize);
+  const int pos = ring::mod(r - a.root, n);
+  // Binomial tree over positions relative to the root: the parent of p is p without its
+  // highest set bit; the children of p are p + 2^k for every 2^k above p (below n), the
+  // largest subtree first so that the deepest branch starts soonest.
+  int high = 1;
+  while (high * 2 <= pos) high *= 2;
+  int children[32], nchildren = 0;
+  int top = 1;
+  while (top < n) top *= 2;
+  for (int m = top / 2; m > pos; m /= 2)
+    if (pos + m < n) children[nchildren++] = ring::mod(pos + m + a.root, n);
+  const int parent = pos == 0 ? -1 : ring::mod(pos - high + a.root, n);
+
+  // Chunk k: received from the parent into the output (the root reads its input), then
+  // sent on to each child as soon as it landed.
+  for (uint64_t off = 0, k = 0; off < bytes; off += chunk, ++k) {
+    const uint64_t len = std::min(chunk, bytes - off);
+    const Loc at = parent < 0 ? Loc{BufId::Input, off} : Loc{BufId::Output, off};
+    const uint32_t recv =
+        parent < 0 ? kNoDep : out.add(transfer(StepKind::Recv, parent, k, len, {BufId::Output, off}, kNoDep));
+    for (int c = 0; c < nchildren; ++c) out.add(transfer(StepKind::Send, children[c], k, len, at, recv));
+    if (parent < 0 && !a.inPlace) out.add(copy(len, {BufId::Input, off}, {BufId::Output, off}));
+  }
+  out.window = uint32_t(std::min<size_t>(out.steps.size(), size_t(16) * size_t(nchildren + 2)));
+}
+
 void planChainReduce(const CollPlanArgs& a, Plan& out) {
   const int n = a.nranks, r = a.rank;
   const uint64_t bytes = a.count * a.typeSize;

@@ -30,6 +30,9 @@ void planRingAllGather(const CollPlanArgs& a, Plan& out);
 void planRingReduceScatter(const CollPlanArgs& a, Plan& out);
 // Chain root, root+1, ..., root-1 with chunks pipelined down it.
 void planChainBroadcast(const CollPlanArgs& a, Plan& out);
+// Binomial tree from the root (ceil(log2 n) hops instead of n-1), chunks pipelined down
+// it; the latency choice for small broadcasts.
+void planTreeBroadcast(const CollPlanArgs& a, Plan& out);
 // The same chain in reverse: root-1 starts, every rank folds its input in, root ends.
 void planChainReduce(const CollPlanArgs& a, Plan& out);
 // Every rank sends its block to the root, which receives block j from rank j.

@@ -452,10 +452,15 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
                   tune::algoName(choice.algo), (unsigned long)choice.chunkBytes);
       break;
     }
-    case CollKind::Broadcast:
+    case CollKind::Broadcast: {
       c.inPlace = send == recv;
-      algo::planChainBroadcast(c, op->plan);
+      const tune::BroadcastAlgo algo = tune::broadcast(bytes, tuning_);
+      if (algo == tune::BroadcastAlgo::Tree) algo::planTreeBroadcast(c, op->plan);
+      else algo::planChainBroadcast(c, op->plan);
+      TEMPO_TRACE(log::Tuning, "Broadcast %lu bytes: %s, chunk %lu", (unsigned long)bytes, tune::algoName(algo),
+                  (unsigned long)c.chunkBytes);
       break;
+    }
     case CollKind::Reduce:
       c.inPlace = send == recv;
       algo::planChainReduce(c, op->plan);

@@ -48,7 +48,8 @@ TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
 TEMPO_PARAM(ShmEager, "TEMPO_SHM_EAGER", Int, "-1",
             "Tempo's shm: messages up to this many bytes (at most 131008) travel inline through the "
             "shared ring, copied in by the sender and out by the receiver; larger ones are moved once, "
-            "by the receiver (-1: 16384, or 65536 where cross-memory attach is unavailable)")
+            "by the receiver (-1: 16384, or 65536 where cross-memory attach is unavailable or local ranks "
+            "outnumber cores)")
 TEMPO_PARAM(ShmSplit, "TEMPO_SHM_SPLIT", Int, "262144",
             "Tempo's shm: a message pulled by cross-memory attach of at least this many bytes is moved by "
             "both processes at once, the receiver reading one half while the sender writes the other (0: off)")
@@ -70,6 +71,9 @@ TEMPO_PARAM(CheckMismatch, "TEMPO_CHECK_MISMATCH", Int, "1",
 TEMPO_PARAM(Algo, "TEMPO_ALGO", Str, "auto",
             "all-reduce algorithm: auto (chosen per size by the tuner), ring, rd (recursive "
             "doubling) or direct (one-shot: every rank sends to every rank)")
+TEMPO_PARAM(BcastAlgo, "TEMPO_BCAST_ALGO", Str, "auto",
+            "broadcast algorithm: auto (chosen per size by the tuner), chain (pipelined down a chain "
+            "of ranks) or tree (binomial tree, ceil(log2 n) hops)")
 TEMPO_PARAM(ChunkSize, "TEMPO_CHUNK_SIZE", Int, "0",
             "bytes per pipelined ring step (0: chosen by the tuner)")
 TEMPO_PARAM(BuffSize, "NCCL_BUFFSIZE", Int, "4194304",

@@ -28,6 +28,13 @@ struct AllReduceChoice {
 // `bytes` is one rank's payload.
 AllReduceChoice allReduce(uint64_t bytes, const Context& ctx);
 
+// Broadcast: a pipelined chain moves large messages at the transport's bandwidth; a
+// binomial tree reaches n ranks in ceil(log2 n) hops instead of n-1, which wins while
+// latency dominates.
+enum class BroadcastAlgo { Chain, Tree };
+BroadcastAlgo broadcast(uint64_t bytes, const Context& ctx);
+const char* algoName(BroadcastAlgo a);
+
 // Pipelining unit of a ring whose per-rank segment is `segmentBytes` (all-reduce,
 // all-gather, reduce-scatter), and of a chain carrying `bytes` (broadcast, reduce).
 // TEMPO_CHUNK_SIZE overrides both.

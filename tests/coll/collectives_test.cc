@@ -83,6 +83,13 @@ class Collectives : public ::testing::TestWithParam<Param> {
 
 TEST_P(Collectives, BroadcastDeliversTheRootsBufferToEveryRank) { runCases(Coll::Broadcast, 11); }
 
+// TEMPO_BCAST_ALGO=tree: the binomial tree, through the public API.
+TEST_P(Collectives, TreeBroadcastDeliversTheRootsBufferToEveryRank) {
+  param::overrideForTest(param::Id::BcastAlgo, "tree");
+  runCases(Coll::Broadcast, 13);
+  param::overrideForTest(param::Id::BcastAlgo, nullptr);
+}
+
 TEST_P(Collectives, ReduceLeavesTheReductionOnTheRootOnly) { runCases(Coll::Reduce, 23); }
 
 TEST_P(Collectives, AllGatherConcatenatesEveryRanksBlockInRankOrder) { runCases(Coll::AllGather, 31); }

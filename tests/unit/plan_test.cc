@@ -483,7 +483,7 @@ TEST(RingAllReducePlan, SegmentsPartitionTheBuffer) {
 
 // ---- The other collectives' planners, through the same simulator ----
 
-enum class Coll { AllGather, ReduceScatter, Broadcast, Reduce, Gather, Scatter, AllToAll };
+enum class Coll { AllGather, ReduceScatter, Broadcast, TreeBroadcast, Reduce, Gather, Scatter, AllToAll };
 
 Cell from(int rank, uint64_t index) { return Cell{uint64_t(1) << rank, 0, index}; }
 
@@ -531,11 +531,13 @@ void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, i
         planRingReduceScatter(a, u.plan);
         break;
       case Coll::Broadcast:
+      case Coll::TreeBroadcast:
         a.inPlace = inPlace;
         if (isRoot || !inPlace) own(count, 0, count);
         else u.input.assign(count, Cell{});
         u.outputCells = count;
-        planChainBroadcast(a, u.plan);
+        if (coll == Coll::Broadcast) planChainBroadcast(a, u.plan);
+        else planTreeBroadcast(a, u.plan);
         break;
       case Coll::Reduce:
         a.inPlace = inPlace;
@@ -595,6 +597,7 @@ void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, i
         for (uint64_t i = 0; i < count; ++i) expect(i, Cell{all, uint32_t(n - 1), uint64_t(r) * count + i});
         break;
       case Coll::Broadcast:
+      case Coll::TreeBroadcast:
         for (uint64_t i = 0; i < count; ++i) expect(i, from(root, i));
         break;
       case Coll::Reduce:
@@ -622,8 +625,8 @@ void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, i
 }
 
 TEST(CollectivePlans, EveryRankEndsWithExactlyItsBlocks) {
-  const Coll colls[] = {Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce,
-                        Coll::Gather, Coll::Scatter, Coll::AllToAll};
+  const Coll colls[] = {Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::TreeBroadcast,
+                        Coll::Reduce,    Coll::Gather,        Coll::Scatter,   Coll::AllToAll};
   for (Coll c : colls)
     for (int n : {1, 2, 3, 4, 5, 8})
       for (uint64_t count : {uint64_t(1), uint64_t(7), uint64_t(100)})
@@ -635,10 +638,18 @@ TEST(CollectivePlans, EveryRankEndsWithExactlyItsBlocks) {
         }
 }
 
+// The binomial tree over every size up to 17 and every root: each rank has exactly one
+// parent, so every rank ends with the root's vector (and none receives it twice).
+TEST(CollectivePlans, TreeBroadcastReachesEveryRankOnceForAnySizeAndRoot) {
+  for (int n = 2; n <= 17; ++n)
+    for (int root = 0; root < n; root += 3)
+      simulateColl(Coll::TreeBroadcast, n, 37, 4, root % 2 == 0, root, 32, 4096, uint64_t(n * 100 + root));
+}
+
 TEST(CollectivePlans, LongPipelinesReuseScratchSlotsSafely) {
   // 8-byte chunks and two slots force many columns and slot reuse in reduce-scatter and
   // reduce; every schedule the random scheduler picks must stay hazard-free.
-  for (Coll c : {Coll::ReduceScatter, Coll::Reduce, Coll::AllGather, Coll::Broadcast})
+  for (Coll c : {Coll::ReduceScatter, Coll::Reduce, Coll::AllGather, Coll::Broadcast, Coll::TreeBroadcast})
     for (int n : {2, 3, 5})
       for (bool inPlace : {false, true})
         for (uint64_t seed = 0; seed < 4; ++seed) simulateColl(c, n, 61, 2, inPlace, n / 2, 8, 16, seed);

@@ -60,8 +60,20 @@ TEST(Tune, ForcedAlgorithmsApplyOnlyWhenTheirScratchFits) {
 }
 
 TEST(Tune, InvalidAlgorithmNamesFailClearly) {
-  ParamGuard g(param::Id::Algo, "tree");
+  {
+    ParamGuard g(param::Id::Algo, "tree");
+    EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
+  }
+  ParamGuard g(param::Id::BcastAlgo, "ring");
   EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
+}
+
+TEST(Tune, BroadcastTakesTheChainUnlessTheTreeIsForced) {
+  for (int n : {2, 3, 8})
+    for (uint64_t b : {8 * KiB, 256 * KiB, 64 * MiB}) EXPECT_EQ(broadcast(b, shm(n, true)), BroadcastAlgo::Chain);
+  ParamGuard g(param::Id::BcastAlgo, "tree");
+  EXPECT_EQ(checkOverrides(), Status::Success);
+  EXPECT_EQ(broadcast(64 * KiB, shm(4, false)), BroadcastAlgo::Tree);
 }
 
 TEST(Tune, RingSegmentsAreWholeUpToTheirCapThenColumns) {
