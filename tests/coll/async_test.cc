@@ -133,6 +133,43 @@ TEST(Nonblocking, SplitAndFinalizeAreAsynchronousToo) {
   }
 }
 
+// Shrink and grow of nonblocking communicators answer InProgress too: the exchange runs on
+// the parent's worker, the child's join on its own.
+TEST(Nonblocking, ShrinkAndGrowAreAsynchronous) {
+  constexpr int kRanks = 3;
+  NonblockingWorld w(kRanks);
+  int excluded[] = {1};
+  std::vector<ncclComm_t> shrunk(kRanks, nullptr);
+  for (int r : {0, 2})
+    ASSERT_EQ(ncclCommShrink(w.comms[size_t(r)], excluded, 1, &shrunk[size_t(r)], nullptr, NCCL_SHRINK_DEFAULT),
+              ncclInProgress);
+  for (int r : {0, 2}) {
+    ASSERT_EQ(waitDone(w.comms[size_t(r)]), ncclSuccess);
+    ASSERT_EQ(waitDone(shrunk[size_t(r)]), ncclSuccess) << ncclGetLastError(shrunk[size_t(r)]);
+    int n = 0;
+    ASSERT_EQ(ncclCommCount(shrunk[size_t(r)], &n), ncclSuccess);
+    EXPECT_EQ(n, 2);
+  }
+  // Grow the shrunk pair back to three with a new rank (blocking, from a thread of its own).
+  ncclUniqueId id;
+  ASSERT_EQ(ncclCommGetUniqueId(shrunk[0], &id), ncclSuccess);
+  std::vector<ncclComm_t> grown(kRanks, nullptr);
+  ncclResult_t joined = ncclInternalError;
+  std::thread newcomer([&] { joined = ncclCommGrow(nullptr, kRanks, &id, 2, &grown[2], nullptr); });
+  ASSERT_EQ(ncclCommGrow(shrunk[0], kRanks, &id, -1, &grown[0], nullptr), ncclInProgress);
+  ASSERT_EQ(ncclCommGrow(shrunk[2], kRanks, nullptr, -1, &grown[1], nullptr), ncclInProgress);
+  for (int r : {0, 1}) ASSERT_EQ(waitDone(grown[size_t(r)]), ncclSuccess) << ncclGetLastError(grown[size_t(r)]);
+  newcomer.join();
+  ASSERT_EQ(joined, ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    int rank = -1;
+    ASSERT_EQ(ncclCommUserRank(grown[size_t(r)], &rank), ncclSuccess);
+    EXPECT_EQ(rank, r);
+  }
+  for (ncclComm_t c : grown) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  for (int r : {0, 2}) EXPECT_EQ(ncclCommDestroy(shrunk[size_t(r)]), ncclSuccess);
+}
+
 TEST(Nonblocking, SplitOfABlockingParentWithANonblockingConfig) {
   constexpr int kRanks = 2;
   CommWorld w(kRanks, "loopback");
