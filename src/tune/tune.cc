@@ -17,9 +17,14 @@ namespace {
 // 2 cores tie from 16 KiB to 256 KiB and the ring wins at 1 MiB; 4 ranks on 2 cores, rd
 // takes 180 us at 64 KiB against the ring's 340 and ties at 512 KiB, the ring wins from
 // 1 MiB.
+// Over Tempo's shm, with a core per rank, messages above the eager limit (16 KiB) are
+// pulled by cross-memory attach, and recursive doubling's simultaneous pulls measured
+// twice as slow as the ring at 32-64 KiB (2 processes, 2026-12-03: 32 KiB rd 11.6-12.6
+// us, ring 8.6-8.8; 64 KiB 24-40 against 14-30) while still ahead at 4-16 KiB.
 uint64_t rdLimit(const Context& c) {
   if (c.nranks <= 1) return 0;
-  return c.oversubscribed ? (uint64_t(512) << 10) : (uint64_t(64) << 10);
+  if (c.oversubscribed) return uint64_t(512) << 10;
+  return c.slowest == transport::Kind::Shm ? (uint64_t(16) << 10) : (uint64_t(64) << 10);
 }
 
 }  // namespace

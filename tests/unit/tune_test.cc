@@ -27,6 +27,14 @@ TEST(Tune, SmallMessagesTakeRecursiveDoublingLargeOnesTheRing) {
   EXPECT_EQ(allReduce(16 * MiB, shm(8, false)).algo, AllReduceAlgo::Ring);
 }
 
+TEST(Tune, OverTempoShmRecursiveDoublingStopsAtTheEagerLimit) {
+  Context c{2, transport::Kind::Shm, false, 4 * MiB};
+  EXPECT_EQ(allReduce(16 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
+  EXPECT_EQ(allReduce(16 * KiB + 1, c).algo, AllReduceAlgo::Ring);
+  c.oversubscribed = true;
+  EXPECT_EQ(allReduce(512 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
+}
+
 TEST(Tune, OversubscribedHostsKeepRecursiveDoublingToLargerSizes) {
   EXPECT_EQ(allReduce(512 * KiB, shm(4, true)).algo, AllReduceAlgo::RecursiveDoubling);
   EXPECT_EQ(allReduce(512 * KiB + 1, shm(4, true)).algo, AllReduceAlgo::Ring);
