@@ -17,14 +17,16 @@ namespace {
 // 2 cores tie from 16 KiB to 256 KiB and the ring wins at 1 MiB; 4 ranks on 2 cores, rd
 // takes 180 us at 64 KiB against the ring's 340 and ties at 512 KiB, the ring wins from
 // 1 MiB.
-// Over Tempo's shm, with a core per rank, messages above the eager limit (16 KiB) are
-// pulled by cross-memory attach, and recursive doubling's simultaneous pulls measured
-// twice as slow as the ring at 32-64 KiB (2 processes, 2026-12-03: 32 KiB rd 11.6-12.6
-// us, ring 8.6-8.8; 64 KiB 24-40 against 14-30) while still ahead at 4-16 KiB.
+// Over Tempo's shm (2026-12-03, all_reduce_perf, TEMPO_ALGO=rd|ring, two runs each) the
+// ring wins much earlier: with a core per rank, messages above the eager limit (16 KiB)
+// are pulled by cross-memory attach, and recursive doubling's simultaneous pulls ran
+// slower than the ring at 32-64 KiB (2 processes: 32 KiB rd 11.6-12.6 us, ring 8.6-8.8;
+// 64 KiB 24-40 against 14-30), ahead at 4-16 KiB; 4 processes on 2 cores tie at 32 KiB
+// (23-27 against 25-40 us) and the ring wins from 128 KiB (78 against 86-105 us) to 1 MiB.
 uint64_t rdLimit(const Context& c) {
   if (c.nranks <= 1) return 0;
-  if (c.oversubscribed) return uint64_t(512) << 10;
-  return c.slowest == transport::Kind::Shm ? (uint64_t(16) << 10) : (uint64_t(64) << 10);
+  if (c.slowest == transport::Kind::Shm) return (c.oversubscribed ? uint64_t(32) : uint64_t(16)) << 10;
+  return c.oversubscribed ? (uint64_t(512) << 10) : (uint64_t(64) << 10);
 }
 
 }  // namespace

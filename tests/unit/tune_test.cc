@@ -27,12 +27,13 @@ TEST(Tune, SmallMessagesTakeRecursiveDoublingLargeOnesTheRing) {
   EXPECT_EQ(allReduce(16 * MiB, shm(8, false)).algo, AllReduceAlgo::Ring);
 }
 
-TEST(Tune, OverTempoShmRecursiveDoublingStopsAtTheEagerLimit) {
+TEST(Tune, OverTempoShmRecursiveDoublingStopsEarlier) {
   Context c{2, transport::Kind::Shm, false, 4 * MiB};
   EXPECT_EQ(allReduce(16 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
   EXPECT_EQ(allReduce(16 * KiB + 1, c).algo, AllReduceAlgo::Ring);
   c.oversubscribed = true;
-  EXPECT_EQ(allReduce(512 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
+  EXPECT_EQ(allReduce(32 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
+  EXPECT_EQ(allReduce(32 * KiB + 1, c).algo, AllReduceAlgo::Ring);
 }
 
 TEST(Tune, OversubscribedHostsKeepRecursiveDoublingToLargerSizes) {
