@@ -164,10 +164,12 @@ TEST_P(Transport, ManyOutstandingBothWays) {
 // Sizes on both sides of every protocol boundary (one slot, Tempo shm's eager limit, its
 // largest inline message), many times round the rings, one tag: each message arrives
 // whole, in order, whether its receive was posted before the send or after.
+//
+// "Sends first" means as many as the transport accepts: libfabric's shm provider stops
+// accepting sends (EAGAIN, however long it is progressed) while an earlier one waits for
+// its receive (ofiwg/libfabric#9853), so once a send has been refused for a while the
+// next receive is posted, as a peer process would eventually do.
 TEST_P(Transport, MixedSizesInOrderAcrossProtocolBoundaries) {
-  if (GetParam().name.rfind("ofi", 0) == 0)
-    GTEST_SKIP() << "known hang over libfabric shm (large same-tag messages sent before their receives, one "
-                    "thread); not yet tried over libfabric tcp; open in issue 4's conformance suite";
   const size_t sizes[] = {0, 1, 100, 8128, 8129, 20000, 65535, 65536, 65537, 131008, 131072, 300000};
   constexpr int kRounds = 12;
   const size_t count = std::size(sizes) * kRounds;
@@ -183,11 +185,26 @@ TEST_P(Transport, MixedSizesInOrderAcrossProtocolBoundaries) {
   for (int k = 0; k < kRounds; ++k) {
     const size_t first = size_t(k) * std::size(sizes), last = first + std::size(sizes);
     std::vector<Request*> round;
-    for (size_t pass = 0; pass < 2; ++pass)
+    if (k % 2 == 0) {
+      for (size_t i = first; i < last; ++i) recv(1, 77, in[i].data(), in[i].size(), &r[i]);
+      for (size_t i = first; i < last; ++i) send(0, 77, out[i].data(), out[i].size(), &s[i]);
+    } else {
+      size_t received = first;  // receives posted so far
       for (size_t i = first; i < last; ++i) {
-        if ((pass == 0) == (k % 2 == 0)) recv(1, 77, in[i].data(), in[i].size(), &r[i]);
-        else send(0, 77, out[i].data(), out[i].size(), &s[i]);
+        Status st;
+        for (int refused = 1; (st = ep_[0]->isend(1, 77, out[i].data(), out[i].size(), &s[i])) == Status::InProgress;
+             ++refused) {
+          ep_[0]->progress();
+          ep_[1]->progress();
+          if (refused % 1000 == 0 && received <= i) {
+            recv(1, 77, in[received].data(), in[received].size(), &r[received]);
+            ++received;
+          }
+        }
+        ASSERT_EQ(st, Status::Success) << lastErrorMessage();
       }
+      for (; received < last; ++received) recv(1, 77, in[received].data(), in[received].size(), &r[received]);
+    }
     for (size_t i = first; i < last; ++i) round.push_back(&s[i]), round.push_back(&r[i]);
     ASSERT_TRUE(drive(round)) << "round " << k;
     for (size_t i = first; i < last; ++i) {
