@@ -228,6 +228,7 @@ struct Peer {
   Mapping remoteHead;    // the header page of the peer's region
   Mapping remoteRing;    // our ring in the peer's region
   Ring* out = nullptr;   // our ring in the peer's region
+  uint64_t tailSeen = 0; // the peer's tail of `out` as last read (it only grows)
   RegionHeader* remoteHeader = nullptr;
   Ring* in = nullptr;    // the peer's ring in our region
   std::deque<Request*> posted;          // receives, in posting order
@@ -348,6 +349,7 @@ Status ShmEndpoint::connect(int peer, std::span<const std::byte> bytes) {
                 nranks_);
   TEMPO_ASSIGN(p.remoteRing, mapRegion(a.name, kRingStride, /*create=*/false, ringOffset(rank_)));
   p.out = static_cast<Ring*>(p.remoteRing.get());
+  p.tailSeen = p.out->tail.load(std::memory_order_acquire);
   p.in = reinterpret_cast<Ring*>(static_cast<char*>(region_.get()) + ringOffset(peer));
   p.pid = pid_t(a.pid);
   // Cross-memory attach works when the peer's probe word reads back as published.
@@ -391,7 +393,12 @@ bool ShmEndpoint::write(Peer& p, const SlotHeader& h, const void* payload, size_
   const uint64_t head = r->head.load(std::memory_order_relaxed);
   const uint64_t need = slotsFor(bytes), at = head & (kSlots - 1);
   const uint64_t pad = at + need > kSlots ? kSlots - at : 0;
-  if (head + pad + need - r->tail.load(std::memory_order_acquire) > kSlots) return false;
+  // The receiver's tail is re-read (a cache line it writes) only when the copy seen last
+  // leaves too little room.
+  if (head + pad + need - p.tailSeen > kSlots) {
+    p.tailSeen = r->tail.load(std::memory_order_acquire);
+    if (head + pad + need - p.tailSeen > kSlots) return false;
+  }
   if (pad) {
     SlotHeader skip{};
     skip.type = uint32_t(Type::Pad);
@@ -401,11 +408,12 @@ bool ShmEndpoint::write(Peer& p, const SlotHeader& h, const void* payload, size_
   unsigned char* slot = r->slots[(head + pad) & (kSlots - 1)];
   memcpy(slot, &h, sizeof h);
   if (bytes) memcpy(slot + kHeaderBytes, payload, bytes);
-  r->head.store(head + pad + need, std::memory_order_release);
+  r->head.store(head + pad + need, std::memory_order_seq_cst);
   // Wake the owner if it sleeps (see wait() for the ordering argument).
-  p.remoteHeader->bell.fetch_add(1, std::memory_order_seq_cst);
-  if (p.remoteHeader->sleeping.load(std::memory_order_seq_cst))
+  if (p.remoteHeader->sleeping.load(std::memory_order_seq_cst)) {
+    p.remoteHeader->bell.fetch_add(1, std::memory_order_seq_cst);
     futex(&p.remoteHeader->bell, FUTEX_WAKE, INT_MAX, nullptr);
+  }
   return true;
 }
 
@@ -700,10 +708,12 @@ int ShmEndpoint::progress() {
   return completed;
 }
 
-// Ordering: the owner sets `sleeping`, reads `bell`, checks the rings and sleeps only if
-// `bell` is unchanged; a sender publishes its slot, bumps `bell`, then reads `sleeping`
-// (all sequentially consistent). Either the owner sees the new slot or the new `bell`, or
-// the sender sees `sleeping` and wakes it.
+// Ordering (all sequentially consistent): the owner sets `sleeping`, reads `bell`, checks
+// the rings' heads and sleeps only if `bell` is unchanged; a sender publishes its head,
+// then reads `sleeping`, and only if it is set bumps `bell` and wakes the owner. If the
+// sender read `sleeping` as 0, its head store precedes the owner's store of `sleeping`,
+// so the owner's check sees the new head. If it read 1, the owner either sees the head or
+// read `bell` before the bump, and then its futex wait returns at once or is woken.
 void ShmEndpoint::wait(int64_t ns) {
   if (closed_ || !header_) return Endpoint::wait(ns);
   header_->sleeping.store(1, std::memory_order_seq_cst);
