@@ -175,7 +175,8 @@ tempo::Result<comm::Config> childConfig(const comm::Communicator& parent, const 
 }
 
 // The second half of ncclCommSplit, ncclCommShrink and ncclCommGrow on a parent's rank:
-// `exchange` (run on the parent, holding its drive mutex) says which communicator to join
+// `exchange` (run on the parent: on the calling thread when both are blocking, else on
+// the parent's worker holding its drive mutex) says which communicator to join
 // (nranks 0: none, *newcomm NULL), and the child joins it. `hasChild` says before the
 // exchange whether there will be one (a nonblocking call hands out its handle at once).
 Status spawnChild(comm::Communicator* parent, const comm::Config& cfg, ncclComm_t* newcomm, bool hasChild,
