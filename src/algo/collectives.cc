@@ -66,40 +66,6 @@ bool singleRank(const CollPlanArgs& a, Plan& out) {
 
 }  // namespace
 
-uint32_t fingerprintRounds(int nranks) {
-  uint32_t rounds = 0;
-  while ((int64_t(1) << rounds) < nranks) ++rounds;
-  return rounds;
-}
-
-void prependFingerprint(Plan& plan, int rank, int nranks, uint32_t msg, Loc mine, Loc theirs, uint64_t bytes) {
-  const uint32_t rounds = fingerprintRounds(nranks);
-  const uint32_t added = 3 * rounds;
-  for (Step& s : plan.steps)
-    for (uint32_t& d : s.deps)
-      if (d != kNoDep) d += added;
-  // In place, so that a warm plan's capacity serves (no allocation per collective).
-  plan.steps.insert(plan.steps.begin(), added, Step{});
-  for (uint32_t k = 0; k < rounds; ++k) {
-    const int dist = int((int64_t(1) << k) % nranks);
-    const int to = (rank + dist) % nranks, from = (rank + nranks - dist) % nranks;
-    const uint32_t prevCheck = k == 0 ? kNoDep : 3 * k - 1;
-    Loc slot = theirs;
-    slot.offset += k * bytes;
-    plan.steps[3 * k] = transfer(StepKind::Send, to, msg - k, bytes, mine, prevCheck);
-    plan.steps[3 * k + 1] = transfer(StepKind::Recv, from, msg - k, bytes, slot, kNoDep);
-    Step& check = plan.steps[3 * k + 2];
-    check.kind = StepKind::Check;
-    check.peer = from;
-    check.bytes = bytes;
-    check.src = slot;
-    check.src2 = mine;
-    check.deps[0] = 3 * k + 1;
-    check.deps[1] = prevCheck;
-  }
-  plan.window += added;
-}
-
 uint64_t columnChunk(uint64_t bytes, uint64_t chunk, uint32_t msgsPerColumn, uint32_t typeSize) {
   chunk = std::max<uint64_t>(chunk, typeSize);
   chunk -= chunk % typeSize;

@@ -26,17 +26,23 @@ enum class StepKind : uint8_t {
   Reduce,  // dst = src (op) src2, `bytes` long; then divide by postDivisor if > 1
   Copy,    // dst = src
   Check,   // the op's verify hook compares src (received from `peer`) with src2 (ours)
+  // A Recv whose message may instead have come inside the peer's round-0 fingerprint
+  // message (see fingerprint.h). Besides its deps it waits for round 0's Check, which
+  // learns how many data bytes that message carried: `bytes` of them are copied from
+  // src; none, and it receives as a Recv; any other count fails the op.
+  RecvCarried,
 };
 
 inline constexpr uint32_t kNoDep = UINT32_MAX;
 // A message's `msg` travels in 16 bits of its tag. Data plans number their messages
 // between a pair, in one direction, below kMaxDataMsgs; the ids above it are reserved for
-// the fingerprint rounds of prependFingerprint (at most 31).
+// the fingerprint rounds of prependFingerprint (at most 31, fingerprint.h).
 inline constexpr uint32_t kMsgIdSpace = 0x10000;
 inline constexpr uint32_t kMaxDataMsgs = kMsgIdSpace - 32;
 
 struct Step {
   StepKind kind = StepKind::Copy;
+  bool upTo = false;         // Recv: `bytes` is the capacity; a shorter message is accepted
   int32_t peer = -1;         // Send/Recv
   uint32_t msg = 0;          // Send/Recv: index among the messages between this pair, in
                              // this direction, within the collective; both sides agree
@@ -46,30 +52,19 @@ struct Step {
   uint32_t deps[2] = {kNoDep, kNoDep};
 };
 
-struct Plan;
-// Mismatch detection in front of a plan: a dissemination exchange of this rank's
-// `bytes`-byte fingerprint at `mine`, in fingerprintRounds(nranks) rounds. In round k the
-// fingerprint goes to rank + 2^k and that of rank - 2^k arrives at `theirs` + k * bytes
-// (message `msg` - k), and a Check step compares it with ours. Round k's send waits for
-// round k-1's check, and each check for the one before it, so a rank's last check
-// passes only if every rank's fingerprint equals its own (the ranks it has verified,
-// directly or through the senders' own checks, double every round): a mismatch anywhere
-// fails the collective on every rank, in ceil(log2 n) small messages per rank. The plan's
-// own steps do not wait for it (detection adds no latency to the data path); their
-// dependencies are renumbered.
-uint32_t fingerprintRounds(int nranks);
-void prependFingerprint(Plan& plan, int rank, int nranks, uint32_t msg, Loc mine, Loc theirs, uint64_t bytes);
-
 struct Plan {
   std::vector<Step> steps;
   uint32_t window = 64;      // how many steps ahead of the oldest unfinished one may start
   uint64_t scratchBytes = 0; // scratch this plan needs
+  uint32_t carriedRecv = kNoDep;  // the RecvCarried step, if any (prependFingerprint)
   std::vector<uint32_t> work;  // planner scratch (kept for its capacity)
+  std::vector<Step> spare;     // likewise, for building a plan's steps anew
 
   void clear() {
     steps.clear();
     window = 64;
     scratchBytes = 0;
+    carriedRecv = kNoDep;
   }
   uint32_t add(const Step& s) {
     steps.push_back(s);

@@ -9,6 +9,7 @@
 
 #include "src/algo/collectives.h"
 #include "src/algo/direct_allreduce.h"
+#include "src/algo/fingerprint.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
 #include "src/core/host.h"
@@ -108,6 +109,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   int64_t spinUs = param::SpinUs() >= 0 ? param::SpinUs() : (localRanks > cores ? 0 : 20);
   engine_->setSpinNs(spinUs * 1000);
   tuning_.nranks = nranks;
+  checkMismatch_ = nranks > 1 && param::CheckMismatch();
   tuning_.oversubscribed = localRanks > cores;
   tuning_.scratchBytes = scratch_.size();
   for (auto& ep : endpoints_) tuning_.slowest = std::max(tuning_.slowest, ep->kind());
@@ -381,7 +383,6 @@ engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
     ops_.push_back(std::make_unique<engine::Op>());
     op = ops_.back().get();
   }
-  op->plan.clear();
   op->input = static_cast<const std::byte*>(a.send);
   op->output = static_cast<std::byte*>(a.recv);
   op->type = a.type;
@@ -415,7 +416,69 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
     send = op->prescaled.data();
     op->input = send;
   }
+  if (a.coll == CollKind::SendRecv) {
+    release(op);
+    return fail(Status::InternalError, "point-to-point calls are planned by prepareP2p");
+  }
 
+  // Phase 1: what the plan depends on besides the communicator: NCCL's in-place rule of
+  // each collective, and the payload the records count.
+  bool inPlace = send == recv;
+  switch (a.coll) {
+    case CollKind::AllGather:
+    case CollKind::Gather:
+      inPlace = send == recv + uint64_t(rank_) * block && (a.coll == CollKind::AllGather || rank_ == a.root);
+      op->payloadBytes = bytes * uint64_t(nranks_);
+      break;
+    case CollKind::ReduceScatter:
+    case CollKind::Scatter:
+      inPlace = recv == send + uint64_t(rank_) * block && (a.coll == CollKind::ReduceScatter || rank_ == a.root);
+      op->payloadBytes = bytes * uint64_t(nranks_);
+      break;
+    case CollKind::AllToAll:
+      op->payloadBytes = bytes * uint64_t(nranks_);
+      break;
+    case CollKind::AllToAllv: {
+      uint64_t sent = 0, received = 0;
+      for (size_t j = 0; j < size_t(nranks_); ++j) {
+        sent += a.sendCounts[j];
+        received += a.recvCounts[j];
+      }
+      op->payloadBytes = std::max(sent, received) * typeSize;
+      break;
+    }
+    default:
+      break;
+  }
+
+  // Phase 2: plan, unless this pooled op last ran the same call (a training loop's
+  // collectives repeat): a plan depends only on the key and the communicator. The
+  // v-counts of AllToAllv are not in the key, so it is always planned.
+  engine::PlanKey key;
+  key.valid = a.coll != CollKind::AllToAllv;
+  key.coll = a.coll;
+  key.type = a.type;
+  key.op = a.op;
+  key.preMulSum = a.scalar != nullptr;
+  key.inPlace = inPlace;
+  key.root = a.root;
+  key.count = a.count;
+  if (!key.valid || !(key == op->planKey)) {
+    op->planKey = {};
+    op->plan.clear();
+    plan(a, inPlace, op->plan);
+    op->carriedOut = prependFingerprint(*op);
+    op->planKey = key;
+  }
+  writeFingerprint(*op, a);
+  logCall(a, engine_->nextSeq());
+  return op;
+}
+
+void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
+  using engine::CollKind;
+  const uint32_t typeSize = uint32_t(dataTypeSize(a.type));
+  const uint64_t bytes = a.count * typeSize;
   algo::CollPlanArgs c;
   c.count = a.count;
   c.typeSize = typeSize;
@@ -423,17 +486,16 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
   c.rank = rank_;
   c.nranks = nranks_;
   c.root = a.root;
+  c.inPlace = inPlace;
   c.chunkBytes = tune::chainChunk(bytes, tuning_);
   c.scratchBytes = scratch_.size();
   switch (a.coll) {
     case CollKind::AllReduce: {
-      const bool inPlace = send == recv;
       tune::AllReduceChoice choice = tune::allReduce(bytes, tuning_);
-      c.inPlace = inPlace;
       if (choice.algo == tune::AllReduceAlgo::Direct) {
-        algo::planDirectAllReduce(c, op->plan);
+        algo::planDirectAllReduce(c, out);
       } else if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
-        algo::planRdAllReduce(c, op->plan);
+        algo::planRdAllReduce(c, out);
       } else {
         algo::RingAllReduceArgs r;
         r.count = a.count;
@@ -446,46 +508,36 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
         r.prevRank = (rank_ + nranks_ - 1) % nranks_;
         r.chunkBytes = choice.chunkBytes;
         r.scratchBytes = scratch_.size();
-        algo::planRingAllReduce(r, op->plan);
+        algo::planRingAllReduce(r, out);
       }
       TEMPO_TRACE(log::Tuning, "AllReduce %lu bytes: %s, chunk %lu", (unsigned long)bytes,
                   tune::algoName(choice.algo), (unsigned long)choice.chunkBytes);
       break;
     }
     case CollKind::Broadcast: {
-      c.inPlace = send == recv;
       const tune::BroadcastAlgo algo = tune::broadcast(bytes, tuning_);
-      if (algo == tune::BroadcastAlgo::Tree) algo::planTreeBroadcast(c, op->plan);
-      else algo::planChainBroadcast(c, op->plan);
+      if (algo == tune::BroadcastAlgo::Tree) algo::planTreeBroadcast(c, out);
+      else algo::planChainBroadcast(c, out);
       TEMPO_TRACE(log::Tuning, "Broadcast %lu bytes: %s, chunk %lu", (unsigned long)bytes, tune::algoName(algo),
                   (unsigned long)c.chunkBytes);
       break;
     }
     case CollKind::Reduce:
-      c.inPlace = send == recv;
-      algo::planChainReduce(c, op->plan);
+      algo::planChainReduce(c, out);
       break;
     case CollKind::AllGather:
-      op->payloadBytes = bytes * uint64_t(nranks_);
-      c.inPlace = send == recv + uint64_t(rank_) * block;
       c.chunkBytes = tune::ringChunk(bytes, tuning_);
-      algo::planRingAllGather(c, op->plan);
+      algo::planRingAllGather(c, out);
       break;
     case CollKind::ReduceScatter:
-      op->payloadBytes = bytes * uint64_t(nranks_);
-      c.inPlace = recv == send + uint64_t(rank_) * block;
       c.chunkBytes = tune::ringChunk(bytes, tuning_);
-      algo::planRingReduceScatter(c, op->plan);
+      algo::planRingReduceScatter(c, out);
       break;
     case CollKind::Gather:
-      op->payloadBytes = bytes * uint64_t(nranks_);
-      c.inPlace = rank_ == a.root && send == recv + uint64_t(rank_) * block;
-      algo::planGather(c, op->plan);
+      algo::planGather(c, out);
       break;
     case CollKind::Scatter:
-      op->payloadBytes = bytes * uint64_t(nranks_);
-      c.inPlace = rank_ == a.root && recv == send + uint64_t(rank_) * block;
-      algo::planScatter(c, op->plan);
+      algo::planScatter(c, out);
       break;
     case CollKind::AllToAll:
     case CollKind::AllToAllv: {
@@ -501,43 +553,33 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
         for (size_t j = 0; j < n; ++j) a2aDispls_[j] = j * a.count;
         v.sendCounts = v.recvCounts = a2aCounts_;
         v.sendDispls = v.recvDispls = a2aDispls_;
-        op->payloadBytes = bytes * n;
       } else {
         v.sendCounts = {a.sendCounts, n};
         v.sendDispls = {a.sendDispls, n};
         v.recvCounts = {a.recvCounts, n};
         v.recvDispls = {a.recvDispls, n};
-        uint64_t sent = 0, received = 0;
-        for (size_t j = 0; j < n; ++j) {
-          sent += a.sendCounts[j];
-          received += a.recvCounts[j];
-        }
-        op->payloadBytes = std::max(sent, received) * typeSize;
       }
-      algo::planAllToAllv(v, op->plan);
+      algo::planAllToAllv(v, out);
       break;
     }
     case CollKind::SendRecv:
-      release(op);
-      return fail(Status::InternalError, "point-to-point calls are planned by prepareP2p");
+      break;  // prepareP2p's
   }
-  addFingerprint(*op, a);
-  logCall(a, engine_->nextSeq());
-  return op;
 }
 
 namespace {
 
-// The fingerprint every collective sends to the next ring rank (32 bytes, little endian).
+// The fingerprint of a collective call (32 bytes, little endian). `carried` is not part
+// of the call: it counts the data bytes that follow it in round 0's message.
 struct Fingerprint {
   uint32_t magic = 0x31504654;  // "TFP1"
   uint8_t coll = 0, type = 0, op = 0, pad = 0;
   int32_t root = -1;
-  uint32_t pad2 = 0;
+  uint32_t carried = 0;
   uint64_t seq = 0;
   uint64_t count = 0;
 };
-static_assert(sizeof(Fingerprint) == 32);
+static_assert(sizeof(Fingerprint) == engine::Op::kFingerprintBytes);
 
 // The fingerprint's op field: the RedOp, or kPreMulSumCode.
 constexpr uint8_t kPreMulSumCode = kNumRedOps;
@@ -545,10 +587,11 @@ const char* opText(uint8_t op) { return op == kPreMulSumCode ? "ncclPreMulSum" :
 
 // Compares the previous rank's fingerprint with ours; names the first field that differs,
 // both values and both ranks.
-Status verifyFingerprint(const engine::Op& op, const std::byte* received, int rank, int peer) {
+Status verifyFingerprint(const engine::Op& op, const std::byte* received, int rank, int peer, uint64_t* carried) {
   Fingerprint mine, theirs;
   memcpy(&mine, op.fingerprint.data(), sizeof mine);
   memcpy(&theirs, received, sizeof theirs);
+  *carried = theirs.carried;
   const char* name = engine::collName(engine::CollKind(mine.coll));
   const unsigned long seq = (unsigned long)mine.seq;
   if (theirs.magic != mine.magic)
@@ -578,8 +621,20 @@ Status verifyFingerprint(const engine::Op& op, const std::byte* received, int ra
 
 }  // namespace
 
-void Communicator::addFingerprint(engine::Op& op, const CollArgs& a) {
-  if (nranks_ == 1 || !param::CheckMismatch()) return;
+uint64_t Communicator::prependFingerprint(engine::Op& op) {
+  if (!checkMismatch_) return 0;
+  auto at = [](const void* p) { return algo::Loc{algo::BufId::Absolute, uint64_t(uintptr_t(p))}; };
+  algo::FingerprintLocs locs;
+  locs.mine = at(op.fingerprint.data());
+  locs.leadOut = at(op.leadOut.data());
+  locs.leadIn = at(op.leadIn.data());
+  locs.theirs = at(op.peerFingerprints[0].data());
+  locs.bytes = sizeof(Fingerprint);
+  return algo::prependFingerprint(op.plan, rank_, nranks_, kFingerprintMsg, locs);
+}
+
+void Communicator::writeFingerprint(engine::Op& op, const CollArgs& a) {
+  if (!checkMismatch_) return;
   Fingerprint f;
   f.coll = uint8_t(a.coll);
   f.type = uint8_t(a.type);
@@ -590,10 +645,9 @@ void Communicator::addFingerprint(engine::Op& op, const CollArgs& a) {
   f.seq = engine_->nextSeq();
   f.count = a.coll == engine::CollKind::AllToAllv ? 0 : a.count;  // v-counts differ by design
   memcpy(op.fingerprint.data(), &f, sizeof f);
+  f.carried = uint32_t(op.carriedOut);
+  if (f.carried) memcpy(op.leadOut.data(), &f, sizeof f);
   op.verify = verifyFingerprint;
-  auto at = [](const void* p) { return algo::Loc{algo::BufId::Absolute, uint64_t(uintptr_t(p))}; };
-  algo::prependFingerprint(op.plan, rank_, nranks_, kFingerprintMsg, at(op.fingerprint.data()),
-                           at(op.peerFingerprints[0].data()), sizeof f);
   op.fingerprintRounds = algo::fingerprintRounds(nranks_);
 }
 
@@ -603,6 +657,8 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
   uint64_t total = 0;
   for (const CollArgs& a : calls) total += a.count * dataTypeSize(a.type);
   engine::Op* op = takeOp(first, total);
+  op->planKey = {};
+  op->plan.clear();
   if (p2pSent_.empty()) {
     p2pSent_.assign(size_t(nranks_), 0);
     p2pReceived_.assign(size_t(nranks_), 0);

@@ -205,10 +205,15 @@ class Communicator : public engine::Liveness {
   void logCall(const CollArgs& a, uint64_t seq) const;
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
   engine::Op* takeOp(const CollArgs& a, uint64_t payloadBytes);
+  // The collective's own steps, for a call whose in-place-ness is already settled.
+  void plan(const CollArgs& a, bool inPlace, algo::Plan& out);
   // Mismatch detection (TEMPO_CHECK_MISMATCH): the call's fingerprint travels in the
   // dissemination rounds of algo::prependFingerprint (messages kFingerprintMsg - round,
-  // above every data message) and is checked by every rank it reaches.
-  void addFingerprint(engine::Op& op, const CollArgs& a);
+  // above every data message) and is checked by every rank it reaches. The exchange is
+  // part of the plan (returns the data bytes round 0 carries); the fingerprint, which
+  // holds the sequence number, is written for every call.
+  uint64_t prependFingerprint(engine::Op& op);
+  void writeFingerprint(engine::Op& op, const CollArgs& a);
   static constexpr uint32_t kFingerprintMsg = algo::kMsgIdSpace - 1;
 
   int rank_ = 0, nranks_ = 1, device_ = 0;
@@ -220,6 +225,7 @@ class Communicator : public engine::Liveness {
   mem::HostBuffer scratch_;
   mem::Registrations registrations_;
   tune::Context tuning_;
+  bool checkMismatch_ = false;  // TEMPO_CHECK_MISMATCH, read at init
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<engine::Op>> ops_;
   std::vector<engine::Op*> freeOps_;

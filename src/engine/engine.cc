@@ -77,6 +77,7 @@ Status Engine::submit(Op& op) {
   op.state.assign(n, kWaiting);
   op.reqOf.resize(n);
   op.first = 0;
+  op.carried = -1;
   op.status = Status::Success;
   op.done = false;
   // Every rank numbers its collectives alike; point-to-point ops involve only some ranks
@@ -109,6 +110,14 @@ std::byte* Engine::resolve(const Op& op, const algo::Loc& loc) const {
 Engine::Start Engine::start(Op& op, uint32_t i) {
   const algo::Step& s = op.plan.steps[i];
   switch (s.kind) {
+    case algo::StepKind::RecvCarried:
+      // Round 0's Check has run (advance waits for it) and vouched for the count.
+      if (op.carried == int64_t(s.bytes)) {
+        memcpy(resolve(op, s.dst), resolve(op, s.src), s.bytes);
+        if (!op.record.tFirstData) op.record.tFirstData = nowNs();
+        break;
+      }
+      [[fallthrough]];  // the sender sent it on its own
     case algo::StepKind::Send:
     case algo::StepKind::Recv: {
       // Both sides know every length, so empty messages are skipped on both.
@@ -150,7 +159,19 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       if (s.bytes) memmove(resolve(op, s.dst), resolve(op, s.src), s.bytes);
       break;
     case algo::StepKind::Check: {
-      Status st = op.verify ? op.verify(op, resolve(op, s.src), rank_, s.peer) : Status::Success;
+      uint64_t carried = 0;
+      Status st = op.verify ? op.verify(op, resolve(op, s.src), rank_, s.peer, &carried) : Status::Success;
+      if (ok(st) && op.plan.steps[s.deps[0]].upTo) {  // round 0's: its message may carry data
+        const uint32_t r = op.plan.carriedRecv;
+        if (carried && (r == algo::kNoDep || op.plan.steps[r].bytes != carried))
+          st = tempo::fail(Status::InvalidUsage,
+                           "rank %d's first message of collective #%lu from rank %d carried %lu bytes where it "
+                           "expected %lu: the ranks planned the collective differently (do their TEMPO_ and NCCL_ "
+                           "settings differ?)",
+                           rank_, (unsigned long)op.seq, s.peer, (unsigned long)carried,
+                           (unsigned long)(r == algo::kNoDep ? 0 : op.plan.steps[r].bytes));
+        op.carried = int64_t(carried);
+      }
       if (!ok(st)) {
         op.state[i] = kDone;
         op.causeKnown = true;
@@ -190,8 +211,8 @@ int Engine::advance(Op& op) {
         break;
       }
       const algo::Step& s = steps[i];
-      if (s.kind == algo::StepKind::Recv) {
-        if (req.bytes != s.bytes) {
+      if (s.kind == algo::StepKind::Recv || s.kind == algo::StepKind::RecvCarried) {
+        if (req.bytes != s.bytes && !(s.upTo && req.bytes < s.bytes)) {
           finish(op, tempo::fail(Status::InvalidUsage,
                                  "rank %d received %zu bytes from rank %d where %lu were expected: the ranks "
                                  "called collective #%lu with different arguments",
@@ -207,7 +228,7 @@ int Engine::advance(Op& op) {
     const algo::Step& s = steps[i];
     const bool isSend = s.kind == algo::StepKind::Send;
     if (isSend && sendBlocked_[size_t(s.peer)] == scanGen_) continue;
-    bool ready = true;
+    bool ready = s.kind != algo::StepKind::RecvCarried || op.carried >= 0;
     for (uint32_t d : s.deps)
       if (d != algo::kNoDep && op.state[d] != kDone) ready = false;
     if (!ready) {
@@ -228,23 +249,24 @@ void Engine::finish(Op& op, Status s) {
   if (op.done) return;
   // A mismatched call often fails in the data path first (a message of the wrong size).
   // When a peer's fingerprint is here, report the mismatch it reveals instead: the cause,
-  // not the symptom. (Round k's steps are the plan's 3k, 3k+1 and 3k+2.) Round 0's comes
-  // unconditionally, at the start of the previous rank's collective: give it a moment to
-  // land if it is on its way.
-  if (!ok(s) && !op.causeKnown && op.verify && op.fingerprintRounds > 0 && op.state[1] == kPosted) {
+  // not the symptom. Round 0's comes at the start of the previous rank's collective (it
+  // never waits for a peer): give it a moment to land if it is on its way.
+  const uint32_t recv0 = algo::fingerprintRecvStep(0);
+  if (!ok(s) && !op.causeKnown && op.verify && op.fingerprintRounds > 0 && op.state[recv0] == kPosted) {
     const Deadline soon = Deadline::after(100 * 1000 * 1000);
-    while (!reqs_[op.reqOf[1]].done && !soon.expired())
+    while (!reqs_[op.reqOf[recv0]].done && !soon.expired())
       for (transport::Endpoint* ep : endpoints_) ep->progress();
   }
   for (uint32_t k = 0; !ok(s) && !op.causeKnown && op.verify && k < op.fingerprintRounds; ++k) {
-    const uint32_t recv = 3 * k + 1, check = 3 * k + 2;
+    const uint32_t recv = algo::fingerprintRecvStep(k), check = algo::fingerprintCheckStep(k);
     if (op.state[check] == kDone) continue;
     const bool arrived = op.state[recv] == kDone ||
                          (op.state[recv] == kPosted && reqs_[op.reqOf[recv]].done && ok(reqs_[op.reqOf[recv]].status));
     if (!arrived) continue;
     op.state[check] = kDone;
     const algo::Step& c = op.plan.steps[check];
-    Status v = op.verify(op, resolve(op, c.src), rank_, c.peer);
+    uint64_t carried = 0;
+    Status v = op.verify(op, resolve(op, c.src), rank_, c.peer, &carried);
     if (!ok(v)) {
       s = v;
       op.causeKnown = true;

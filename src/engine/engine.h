@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "src/algo/fingerprint.h"
 #include "src/algo/plan.h"
 #include "src/core/dtype.h"
 #include "src/core/status.h"
@@ -73,9 +74,24 @@ class RecordRing {
   std::atomic<uint64_t> head_{0};
 };
 
+// What a collective's plan depends on besides its communicator: an op whose last plan
+// has the same key may run it again (the plan's locations are relative to the buffers).
+struct PlanKey {
+  bool valid = false;
+  CollKind coll = CollKind::AllReduce;
+  DataType type = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  bool preMulSum = false;
+  bool inPlace = false;
+  int root = -1;
+  uint64_t count = 0;
+  bool operator==(const PlanKey&) const = default;
+};
+
 struct Op {
   // Set by the caller before submit().
   algo::Plan plan;
+  PlanKey planKey;          // the call `plan` was made for (the caller's plan cache)
   const std::byte* input = nullptr;
   std::byte* output = nullptr;
   DataType type = DataType::Float32;
@@ -86,15 +102,22 @@ struct Op {
   // per-peer, per-direction message counter both sides keep, so that pairs of ranks can
   // exchange messages while the others do not (tags in a space of their own).
   bool p2p = false;
-  // Mismatch detection: this rank's fingerprint of the call, and the ones received in the
-  // dissemination rounds of algo::prependFingerprint (round k in peerFingerprints[k]).
-  // Each Check step calls verify(op, theirs, thisRank, peer), whose error fails the op;
+  // Mismatch detection (algo/fingerprint.h): this rank's fingerprint of the call; round
+  // 0's outgoing message (the fingerprint, then any data it carries) and incoming one;
+  // the fingerprints received in rounds 1.. (round k in peerFingerprints[k - 1]). Each
+  // Check step calls verify(op, theirs, thisRank, peer, &carried), whose error fails the
+  // op and which says how many data bytes follow the fingerprint it read.
   // fingerprintRounds says how many rounds the plan's first 3 x rounds steps hold.
   static constexpr int kMaxFingerprintRounds = 31;  // 2^31 ranks
-  std::array<std::byte, 32> fingerprint{};
-  std::array<std::array<std::byte, 32>, kMaxFingerprintRounds> peerFingerprints{};
+  static constexpr size_t kFingerprintBytes = 32;
+  using Lead = std::array<std::byte, kFingerprintBytes + algo::kMaxCarriedBytes>;
+  alignas(64) std::array<std::byte, kFingerprintBytes> fingerprint{};
+  alignas(64) Lead leadOut{};
+  alignas(64) Lead leadIn{};
+  std::array<std::array<std::byte, kFingerprintBytes>, kMaxFingerprintRounds - 1> peerFingerprints{};
   uint32_t fingerprintRounds = 0;
-  Status (*verify)(const Op& op, const std::byte* theirs, int rank, int peer) = nullptr;
+  uint64_t carriedOut = 0;  // data bytes in round 0's outgoing message
+  Status (*verify)(const Op& op, const std::byte* theirs, int rank, int peer, uint64_t* carried) = nullptr;
   // The op's status is the cause itself, not a symptom: verify found a mismatch, or a
   // liveness check failed it with a peer's notice. (Otherwise the communicator waits a
   // moment for a peer to explain a failed transfer.)
@@ -115,6 +138,7 @@ struct Op {
   std::vector<uint8_t> state;   // per step: 0 waiting, 1 posted, 2 done
   std::vector<uint16_t> reqOf;  // per posted step: its request slot
   uint32_t first = 0;           // oldest unfinished step
+  int64_t carried = -1;         // data bytes in round 0's incoming message; -1: not yet checked
   Status status = Status::Success;
   bool done = false;
   OpRecord record;

@@ -229,3 +229,46 @@ TEST(CommInit, FinalizeThenDestroyAndQueries) {
 
 }  // namespace
 }  // namespace tempo::testing
+
+namespace tempo::testing {
+namespace {
+
+// A pooled op keeps its last plan for the next call with the same collective, count,
+// datatype, op, root and placement. Calls that differ in one of them only (the root, the
+// placement, the op) and repeated calls alike must each get their own plan's result.
+TEST(PlanReuse, CallsThatDifferInOneArgumentEachGetTheirOwnPlan) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 37;
+  CommWorld w(kRanks, "loopback");
+  ASSERT_TRUE(w.ok()) << w.error();
+  std::vector<std::vector<int32_t>> in(kRanks, std::vector<int32_t>(kCount)), out = in;
+  for (int round = 0; round < 3; ++round) {
+    for (int root = 0; root < kRanks; ++root) {
+      auto res = w.onThreads([&](int r) {
+        for (size_t i = 0; i < kCount; ++i) in[size_t(r)][i] = int32_t(r * 1000 + i);
+        return ncclBroadcast(in[size_t(r)].data(), out[size_t(r)].data(), kCount, ncclInt32, root, w[r], nullptr);
+      });
+      for (int r = 0; r < kRanks; ++r) {
+        ASSERT_EQ(res[size_t(r)], ncclSuccess);
+        EXPECT_EQ(out[size_t(r)][kCount - 1], int32_t(root * 1000 + kCount - 1)) << "root " << root << " rank " << r;
+      }
+    }
+    for (ncclRedOp_t op : {ncclSum, ncclMax, ncclSum}) {
+      for (bool inPlace : {true, false, true}) {
+        auto res = w.onThreads([&](int r) {
+          for (size_t i = 0; i < kCount; ++i) in[size_t(r)][i] = int32_t(r + 1);
+          int32_t* dst = inPlace ? in[size_t(r)].data() : out[size_t(r)].data();
+          return ncclAllReduce(in[size_t(r)].data(), dst, kCount, ncclInt32, op, w[r], nullptr);
+        });
+        for (int r = 0; r < kRanks; ++r) {
+          ASSERT_EQ(res[size_t(r)], ncclSuccess);
+          const int32_t got = (inPlace ? in : out)[size_t(r)][kCount - 1];
+          EXPECT_EQ(got, op == ncclSum ? 6 : 3) << "op " << op << " in place " << inPlace << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tempo::testing

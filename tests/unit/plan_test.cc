@@ -10,7 +10,9 @@
 // libfabric shm's SAR protocol does) with sends posted in plan order per peer (as the
 // engine posts them), every rank ends with every
 // element reduced over all ranks exactly once each (n-1 reductions), out-of-place
-// inputs stay untouched, and every access stays inside its buffer.
+// inputs stay untouched, and every access stays inside its buffer. With the mismatch
+// detector's fingerprint exchange put in front (prependFingerprints), the same holds, and
+// a data message carried inside round 0's fingerprint message reaches its receive.
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -21,6 +23,7 @@
 
 #include "src/algo/collectives.h"
 #include "src/algo/direct_allreduce.h"
+#include "src/algo/fingerprint.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
 
@@ -46,8 +49,11 @@ struct Range {
 struct RankState {
   Plan plan;
   std::vector<Cell> input, output, scratch;
+  std::vector<Cell> fingerprints;  // the Absolute locations: kFp below
   std::vector<int> state;  // 0 waiting, 1 posted, 2 done
   uint32_t first = 0;
+  int64_t leadBytes = -1;  // length of the round-0 fingerprint message received
+  int64_t carried = -1;    // data bytes it carried, once round 0's Check has run
   // In place, Input and Output are one buffer (`input`), at these element offsets.
   uint64_t inBase = 0, outBase = 0;
 };
@@ -122,6 +128,19 @@ class Simulator {
   }
   const RankState& rank(int r) const { return ranks_[size_t(r)]; }
 
+  // Puts the fingerprint exchange in front of every rank's plan, as the communicator does;
+  // its buffers are the Absolute locations of kFp. Returns the messages carried.
+  int prependFingerprints() {
+    int carried = 0;
+    for (int r = 0; r < n_; ++r) {
+      RankState& s = ranks_[size_t(r)];
+      carried += prependFingerprint(s.plan, r, n_, 0xffff, kFp) != 0;
+      s.fingerprints.assign(kFpCells * 8 / ts_, Cell{});
+      s.state.assign(s.plan.steps.size(), 0);
+    }
+    return carried;
+  }
+
   // Runs to completion; returns false (with a gtest failure) on a hazard or deadlock.
   bool run(uint64_t seed) {
     std::mt19937_64 rng(seed);
@@ -136,7 +155,7 @@ class Simulator {
           const Step& st = s.plan.steps[i];
           bool isSend = st.kind == StepKind::Send;
           if (s.state[i] != 0 || (isSend && blocked_[size_t(st.peer)])) continue;
-          if (depsDone(s, i)) startable.push_back({r, i});
+          if (depsDone(s, i) && (st.kind != StepKind::RecvCarried || s.carried >= 0)) startable.push_back({r, i});
           // Later sends to this peer wait until this one has started.
           if (isSend) blocked_[size_t(st.peer)] = true;
         }
@@ -186,6 +205,15 @@ class Simulator {
   uint64_t messages() const { return messages_; }
 
  private:
+  // mine | round 0 out | round 0 in | rounds 1.., in bytes; kFpCells counts 8-byte cells.
+  static constexpr uint64_t kLead = 32 + kMaxCarriedBytes;
+  static constexpr FingerprintLocs kFp{{BufId::Absolute, 0},
+                                       {BufId::Absolute, 32},
+                                       {BufId::Absolute, 32 + kLead},
+                                       {BufId::Absolute, 32 + 2 * kLead},
+                                       32};
+  static constexpr uint64_t kFpCells = (32 + 2 * kLead + 30 * 32) / 8;
+
   void initBuffers(RankState& s, int r, uint64_t count, uint64_t scratchAvailable) {
     s.input.resize(count);
     for (uint64_t e = 0; e < count; ++e) s.input[e] = Cell{uint64_t(1) << r, 0, e};
@@ -208,6 +236,7 @@ class Simulator {
 
   std::vector<Cell>& buffer(RankState& s, BufId b) {
     if (b == BufId::Scratch) return s.scratch;
+    if (b == BufId::Absolute) return s.fingerprints;
     if (b == BufId::Output && !inPlace_) return s.output;
     return s.input;  // in place, input and output are one buffer
   }
@@ -244,10 +273,23 @@ class Simulator {
     RankState& s = ranks_[size_t(rank)];
     const Step& st = s.plan.steps[i];
     switch (st.kind) {
+      case StepKind::RecvCarried:
+        if (s.carried == int64_t(st.bytes)) {  // it came in round 0's message: copy it out
+          Range a = range(s, st.src, st.bytes), d = range(s, st.dst, st.bytes);
+          if (!inBounds(s, a) || !inBounds(s, d) || !safe(rank, d, true)) return false;
+          auto &A = buffer(s, a.buf), &D = buffer(s, d.buf);
+          for (uint64_t k = 0; k < a.end - a.begin; ++k) D[d.begin + k] = A[a.begin + k];
+          break;
+        }
+        if (s.carried != 0) {
+          ADD_FAILURE() << "rank " << rank << ": round 0 carried " << s.carried << " bytes, expected " << st.bytes;
+          return false;
+        }
+        [[fallthrough]];
       case StepKind::Send:
       case StepKind::Recv: {
         if (st.bytes == 0) break;  // the engine elides empty messages on both sides
-        bool isRecv = st.kind == StepKind::Recv;
+        bool isRecv = st.kind != StepKind::Send;
         Range r = range(s, isRecv ? st.dst : st.src, st.bytes);
         if (!inBounds(s, r) || !safe(rank, r, isRecv)) return false;
         inflight_[{rank, i}] = {r, isRecv};
@@ -263,6 +305,14 @@ class Simulator {
         return true;
       }
       case StepKind::Check:  // compares fingerprints; moves no data
+        if (s.plan.steps[st.deps[0]].upTo) {
+          s.carried = s.leadBytes - 32;
+          const uint32_t c = s.plan.carriedRecv;
+          if (s.carried && (c == kNoDep || int64_t(s.plan.steps[c].bytes) != s.carried)) {
+            ADD_FAILURE() << "rank " << rank << ": round 0 carried " << s.carried << " bytes it does not expect";
+            return false;
+          }
+        }
         break;
       case StepKind::Reduce: {
         Range a = range(s, st.src, st.bytes), b = range(s, st.src2, st.bytes), d = range(s, st.dst, st.bytes);
@@ -298,11 +348,13 @@ class Simulator {
   bool deliver(int src, uint32_t si, int dst, uint32_t ri) {
     RankState &S = ranks_[size_t(src)], &R = ranks_[size_t(dst)];
     const Step &ss = S.plan.steps[si], &rs = R.plan.steps[ri];
-    if (ss.bytes != rs.bytes) {
+    if (rs.upTo && ss.bytes <= rs.bytes) {
+      R.leadBytes = int64_t(ss.bytes);
+    } else if (ss.bytes != rs.bytes) {
       ADD_FAILURE() << "rank " << src << " sends " << ss.bytes << " bytes, rank " << dst << " expects " << rs.bytes;
       return false;
     }
-    Range a = range(S, ss.src, ss.bytes), d = range(R, rs.dst, rs.bytes);
+    Range a = range(S, ss.src, ss.bytes), d = range(R, rs.dst, ss.bytes);
     auto &A = buffer(S, a.buf), &D = buffer(R, d.buf);
     for (uint64_t k = 0; k < a.end - a.begin; ++k) D[d.begin + k] = A[a.begin + k];
     postedSends_.erase({src, dst, ss.msg});
@@ -490,7 +542,7 @@ Cell from(int rank, uint64_t index) { return Cell{uint64_t(1) << rank, 0, index}
 // Plans `coll` on every rank, runs it under the random scheduler (every hazard and
 // deadlock check applies), then checks each rank's final buffer element by element.
 void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, int root, uint64_t chunk,
-                  uint64_t scratch, uint64_t seed) {
+                  uint64_t scratch, uint64_t seed, bool fingerprint = false) {
   SCOPED_TRACE(testing::Message() << "coll=" << int(coll) << " n=" << n << " count=" << count << " ts=" << ts
                                   << " inPlace=" << inPlace << " root=" << root << " chunk=" << chunk
                                   << " seed=" << seed);
@@ -581,6 +633,7 @@ void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, i
   // express: the caller runs them out of place here (the API tests cover their in-place form).
   const bool single = inPlace && coll != Coll::Gather && coll != Coll::Scatter && coll != Coll::AllToAll;
   Simulator sim(n, ts, single, std::move(setups));
+  if (fingerprint) sim.prependFingerprints();
   ASSERT_TRUE(sim.run(seed));
   for (int r = 0; r < n; ++r) {
     const RankState& s = sim.rank(r);
@@ -655,54 +708,182 @@ TEST(CollectivePlans, LongPipelinesReuseScratchSlotsSafely) {
         for (uint64_t seed = 0; seed < 4; ++seed) simulateColl(c, n, 61, 2, inPlace, n / 2, 8, 16, seed);
 }
 
-TEST(CollectivePlans, FingerprintStepsPrecedeAndDoNotDelayThePlan) {
+constexpr FingerprintLocs kLocs{{BufId::Absolute, 0x1000},
+                                {BufId::Absolute, 0x2000},
+                                {BufId::Absolute, 0x4000},
+                                {BufId::Absolute, 0x8000},
+                                32};
+
+TEST(Fingerprint, StepsPrecedeAndDoNotDelayThePlan) {
   Plan p;
   CollPlanArgs a;
-  a.count = 1000;
+  a.count = 100000;  // too large to be carried
   a.nranks = 5;
   a.rank = 1;
   planRingAllGather(a, p);
   const Plan original = p;
-  prependFingerprint(p, 1, 5, 0xffff, {BufId::Absolute, 0x1000}, {BufId::Absolute, 0x2000}, 32);
+  EXPECT_EQ(prependFingerprint(p, 1, 5, 0xffff, kLocs), 0u);
   ASSERT_EQ(fingerprintRounds(5), 3u);
   const uint32_t added = 9;
   ASSERT_EQ(p.steps.size(), original.steps.size() + added);
-  // Round k: send to rank + 2^k, receive from rank - 2^k into slot k, check it.
+  // Round k: send to rank + 2^k, receive from rank - 2^k, check it.
   const int to[] = {2, 3, 0}, from[] = {0, 4, 2};
   for (uint32_t k = 0; k < 3; ++k) {
-    const Step &send = p.steps[3 * k], &recv = p.steps[3 * k + 1], &check = p.steps[3 * k + 2];
+    const Step &send = p.steps[3 * k], &recv = p.steps[fingerprintRecvStep(k)], &check = p.steps[fingerprintCheckStep(k)];
     EXPECT_EQ(send.kind, StepKind::Send);
     EXPECT_EQ(send.peer, to[k]);
     EXPECT_EQ(send.msg, 0xffffu - k);
+    EXPECT_EQ(send.bytes, 32u);
+    EXPECT_EQ(send.src.offset, 0x1000u) << "rounds send the fingerprint itself when nothing is carried";
     EXPECT_EQ(send.deps[0], k == 0 ? kNoDep : 3 * k - 1) << "round k's send waits for round k-1's check";
     EXPECT_EQ(recv.kind, StepKind::Recv);
     EXPECT_EQ(recv.peer, from[k]);
-    EXPECT_EQ(recv.dst.offset, 0x2000u + 32 * k);
+    EXPECT_EQ(recv.dst.offset, k == 0 ? 0x4000u : 0x8000u + 32 * (k - 1));
+    EXPECT_EQ(recv.upTo, k == 0) << "round 0's message may carry data";
+    EXPECT_EQ(recv.bytes, k == 0 ? 32 + kMaxCarriedBytes : 32u);
     EXPECT_EQ(check.kind, StepKind::Check);
     EXPECT_EQ(check.peer, from[k]);
+    EXPECT_EQ(check.src.offset, recv.dst.offset);
     EXPECT_EQ(check.deps[0], 3 * k + 1);
     EXPECT_EQ(check.deps[1], k == 0 ? kNoDep : 3 * k - 1) << "checks are chained";
   }
-  for (size_t i = 0; i < original.steps.size(); ++i)
+  EXPECT_EQ(p.carriedRecv, kNoDep);
+  for (size_t i = 0; i < original.steps.size(); ++i) {
+    EXPECT_EQ(p.steps[i + added].kind, original.steps[i].kind);
     for (int k = 0; k < 2; ++k) {
       uint32_t d = original.steps[i].deps[k];
       EXPECT_EQ(p.steps[i + added].deps[k], d == kNoDep ? kNoDep : d + added) << "step " << i;
     }
+  }
   EXPECT_EQ(fingerprintRounds(1), 0u);
   EXPECT_EQ(fingerprintRounds(2), 1u);
   EXPECT_EQ(fingerprintRounds(8), 3u);
   EXPECT_EQ(fingerprintRounds(9), 4u);
 }
 
+// Two ranks, out-of-place recursive doubling of 8 bytes: the exchange's send depends on
+// the copy of the input into the output, a local step, so round 0 carries it.
+TEST(Fingerprint, RoundZeroCarriesASmallFirstMessageThatWaitsForNoPeer) {
+  Plan p;
+  RdAllReduceArgs a;
+  a.count = 2;
+  a.typeSize = 4;
+  a.nranks = 2;
+  a.rank = 0;
+  planRdAllReduce(a, p);
+  const Plan original = p;
+  uint32_t send = kNoDep, recv = kNoDep;
+  for (uint32_t i = 0; i < original.steps.size(); ++i) {
+    if (original.steps[i].kind == StepKind::Send) send = i;
+    if (original.steps[i].kind == StepKind::Recv) recv = i;
+  }
+  ASSERT_NE(send, kNoDep);
+  ASSERT_NE(original.steps[send].deps[0], kNoDep) << "the send waits for the copy into the output";
+  EXPECT_EQ(prependFingerprint(p, 0, 2, 0xffff, kLocs), 8u);
+  const uint32_t added = 3;
+  ASSERT_EQ(p.steps.size(), original.steps.size() + added + 1);
+  EXPECT_EQ(p.steps[0].kind, StepKind::Copy);
+  EXPECT_EQ(p.steps[0].bytes, 0u) << "round 0's own send slot is empty";
+  // The data send became the copy into round 0's message, which the next step sends.
+  const Step &copy = p.steps[send + added], &lead = p.steps[send + added + 1];
+  EXPECT_EQ(copy.kind, StepKind::Copy);
+  EXPECT_EQ(copy.src.buf, original.steps[send].src.buf);
+  EXPECT_EQ(copy.dst.offset, 0x2000u + 32);
+  EXPECT_EQ(copy.bytes, 8u);
+  EXPECT_EQ(copy.deps[0], original.steps[send].deps[0] + added);
+  EXPECT_EQ(lead.kind, StepKind::Send);
+  EXPECT_EQ(lead.peer, 1);
+  EXPECT_EQ(lead.msg, 0xffffu);
+  EXPECT_EQ(lead.src.offset, 0x2000u);
+  EXPECT_EQ(lead.bytes, 40u);
+  EXPECT_EQ(lead.deps[0], send + added);
+  // The data receive may be served from round 0's message.
+  const uint32_t carried = recv + added + (recv > send ? 1 : 0);
+  EXPECT_EQ(p.carriedRecv, carried);
+  EXPECT_EQ(p.steps[carried].kind, StepKind::RecvCarried);
+  EXPECT_EQ(p.steps[carried].src.offset, 0x4000u + 32);
+  EXPECT_EQ(p.steps[carried].bytes, 8u);
+  // Dependencies past the inserted send moved by one more.
+  for (uint32_t i = 0; i < original.steps.size(); ++i) {
+    const uint32_t at = i + added + (i > send ? 1 : 0);
+    for (int k = 0; k < 2; ++k) {
+      const uint32_t d = original.steps[i].deps[k];
+      EXPECT_EQ(p.steps[at].deps[k], d == kNoDep ? kNoDep : d + added + (d > send ? 1 : 0)) << "step " << i;
+    }
+  }
+}
+
+// A chain broadcast's middle rank forwards what it receives: round 0 must not wait for
+// that, so it goes alone; the receiver cannot know, and is ready for either.
+TEST(Fingerprint, AMessageThatWaitsForAPeerOrIsLargeIsNotCarried) {
+  CollPlanArgs a;
+  a.count = 4;
+  a.typeSize = 4;
+  a.nranks = 3;
+  a.root = 0;
+  a.chunkBytes = 1 << 20;
+  for (int r = 0; r < 3; ++r) {
+    Plan p;
+    a.rank = r;
+    planChainBroadcast(a, p);
+    const uint64_t carried = prependFingerprint(p, r, 3, 0xffff, kLocs);
+    EXPECT_EQ(carried, r == 0 ? 16u : 0u) << "rank " << r;
+    EXPECT_EQ(p.carriedRecv != kNoDep, r != 0) << "rank " << r << " receives from rank " << (r + 2) % 3;
+  }
+  Plan big;
+  a.count = kMaxCarriedBytes / 4 + 1;
+  a.rank = 0;
+  planChainBroadcast(a, big);
+  EXPECT_EQ(prependFingerprint(big, 0, 3, 0xffff, kLocs), 0u);
+}
+
+// Every planner, small and large, in and out of place, with the exchange in front and
+// transfers completing in random orders: results as without it, no hazard, no deadlock.
+TEST(Fingerprint, EveryCollectiveStillDeliversWithTheExchangeInFront) {
+  const Coll colls[] = {Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::TreeBroadcast,
+                        Coll::Reduce,    Coll::Gather,        Coll::Scatter,   Coll::AllToAll};
+  for (Coll c : colls)
+    for (int n : {2, 3, 5})
+      for (uint64_t count : {uint64_t(1), uint64_t(100), uint64_t(1500)})
+        for (bool inPlace : {false, true}) {
+          if (inPlace && (c == Coll::AllToAll || c == Coll::Gather || c == Coll::Scatter)) continue;
+          for (uint64_t seed = 0; seed < 2; ++seed)
+            simulateColl(c, n, count, 4, inPlace, n - 1, 256, 1 << 16, seed * 31 + uint64_t(n), true);
+        }
+  for (auto algo : {Simulator::Algo::Ring, Simulator::Algo::RecursiveDoubling, Simulator::Algo::Direct})
+    for (int n : {2, 3, 4, 7})
+      for (bool inPlace : {false, true})
+        for (uint64_t seed = 0; seed < 3; ++seed) {
+          SCOPED_TRACE(testing::Message() << "algo=" << int(algo) << " n=" << n << " inPlace=" << inPlace);
+          Simulator sim(algo, n, 37, 4, inPlace, 64, 1 << 16);
+          sim.prependFingerprints();
+          ASSERT_TRUE(sim.run(seed));
+          sim.checkResult();
+        }
+}
+
+// Two ranks exchanging 8 bytes: with the exchange, still one message each way.
+TEST(Fingerprint, DetectionAddsNoMessageToASmallTwoRankAllReduce) {
+  for (auto algo : {Simulator::Algo::RecursiveDoubling, Simulator::Algo::Direct})
+    for (bool inPlace : {false, true}) {
+      Simulator plain(algo, 2, 2, 4, inPlace, 0, 1 << 16), checked(algo, 2, 2, 4, inPlace, 0, 1 << 16);
+      EXPECT_EQ(checked.prependFingerprints(), 2);
+      ASSERT_TRUE(plain.run(1));
+      ASSERT_TRUE(checked.run(1));
+      checked.checkResult();
+      EXPECT_EQ(checked.messages(), plain.messages()) << "algo " << int(algo) << " inPlace " << inPlace;
+    }
+}
+
 // The property mismatch detection rests on: a rank's last check passes only if every
 // rank's fingerprint equals its own. Derived from the plans' dependencies alone: a passed
 // check of rank q on the fingerprint from p proves fp(p) == fp(q), and whatever p had
 // proved before sending (its send's dependency) comes with it.
-TEST(CollectivePlans, EveryRanksLastFingerprintCheckCoversEveryRank) {
+TEST(Fingerprint, EveryRanksLastCheckCoversEveryRank) {
   for (int n = 2; n <= 33; ++n) {
     std::vector<Plan> plans(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r)
-      prependFingerprint(plans[size_t(r)], r, n, 0xffff, {BufId::Absolute, 0}, {BufId::Absolute, 64}, 32);
+      prependFingerprint(plans[size_t(r)], r, n, 0xffff, kLocs);
     const uint32_t steps = 3 * fingerprintRounds(n);
     // proven[r][i]: the ranks whose fingerprint is known equal to r's once step i is done.
     std::vector<std::vector<std::vector<bool>>> proven(static_cast<size_t>(n), std::vector<std::vector<bool>>(steps));

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -26,12 +27,15 @@ namespace {
 
 // ---- layout of a region (shared between processes; every field fixed-size) ----
 
-constexpr uint32_t kRegionMagic = 0x324d5354;  // "TSM2"
+constexpr uint32_t kRegionMagic = 0x334d5354;  // "TSM3"
 constexpr size_t kSlotBytes = 8192;
 constexpr uint64_t kSlots = 64;  // per ring; a power of two
 constexpr size_t kHeaderBytes = 64;
 // A message occupies consecutive slots, its header at the start of the first and its
-// payload right after it, at most kMaxMsgSlots of them (128 KiB).
+// payload right after it, at most kMaxMsgSlots of them (128 KiB). An Eager message's
+// header is only the fields it uses (type, status, tag, len: kEagerHeaderBytes), so that
+// a small message and its header share one cache line, the unit the receiver's core
+// fetches from the sender's.
 constexpr uint64_t kMaxMsgSlots = 16;
 constexpr size_t kMaxInline = kMaxMsgSlots * kSlotBytes - kHeaderBytes;
 constexpr size_t kStreamFrag = 4 * kSlotBytes - kHeaderBytes;  // payload of one Data message
@@ -44,7 +48,7 @@ constexpr size_t kStreamFrag = 4 * kSlotBytes - kHeaderBytes;  // payload of one
 // their peer sends (per peer FIFO), so the message a receiver waits for is never stuck
 // behind ones it has not posted yet.
 constexpr size_t kMaxUnexpected = 256;
-uint64_t slotsFor(size_t payload) { return (kHeaderBytes + payload + kSlotBytes - 1) / kSlotBytes; }
+uint64_t slotsFor(size_t header, size_t payload) { return (header + payload + kSlotBytes - 1) / kSlotBytes; }
 
 enum class Type : uint32_t {
   Eager = 1,  // tag, len, payload inline
@@ -76,6 +80,8 @@ struct SlotHeader {
   uint32_t reserved;
 };
 static_assert(sizeof(SlotHeader) <= kHeaderBytes);
+constexpr size_t kEagerHeaderBytes = offsetof(SlotHeader, addr);
+constexpr size_t headerBytes(Type t) { return t == Type::Eager ? kEagerHeaderBytes : kHeaderBytes; }
 
 // One single-producer single-consumer ring. `head` is written by the sender only, `tail`
 // by the receiver only; a slot is the sender's while head - tail < kSlots. A message's
@@ -391,7 +397,8 @@ Status ShmEndpoint::checkPeer(int peer, const char* what) const {
 bool ShmEndpoint::write(Peer& p, const SlotHeader& h, const void* payload, size_t bytes) {
   Ring* r = p.out;
   const uint64_t head = r->head.load(std::memory_order_relaxed);
-  const uint64_t need = slotsFor(bytes), at = head & (kSlots - 1);
+  const size_t header = headerBytes(Type(h.type));
+  const uint64_t need = slotsFor(header, bytes), at = head & (kSlots - 1);
   const uint64_t pad = at + need > kSlots ? kSlots - at : 0;
   // The receiver's tail is re-read (a cache line it writes) only when the copy seen last
   // leaves too little room.
@@ -406,8 +413,8 @@ bool ShmEndpoint::write(Peer& p, const SlotHeader& h, const void* payload, size_
     memcpy(r->slots[at], &skip, sizeof skip);
   }
   unsigned char* slot = r->slots[(head + pad) & (kSlots - 1)];
-  memcpy(slot, &h, sizeof h);
-  if (bytes) memcpy(slot + kHeaderBytes, payload, bytes);
+  memcpy(slot, &h, header);
+  if (bytes) memcpy(slot + header, payload, bytes);
   r->head.store(head + pad + need, std::memory_order_seq_cst);
   // Wake the owner if it sleeps (see wait() for the ordering argument).
   if (p.remoteHeader->sleeping.load(std::memory_order_seq_cst)) {
@@ -671,19 +678,21 @@ void ShmEndpoint::drain(int from, Peer& p) {
   while (tail != head) {
     const uint64_t at = tail & (kSlots - 1);
     const unsigned char* slot = r->slots[at];
-    SlotHeader h;
-    memcpy(&h, slot, sizeof h);
+    SlotHeader h{};
+    memcpy(&h, slot, kEagerHeaderBytes);
+    const size_t header = headerBytes(Type(h.type));
+    if (header > kEagerHeaderBytes) memcpy(&h, slot, sizeof h);
     uint64_t used = 1;
     if (Type(h.type) == Type::Pad) used = h.len;
-    else if (Type(h.type) == Type::Eager && h.len <= kMaxInline) used = slotsFor(h.len);
-    else if (Type(h.type) == Type::Data && h.fragLen <= kStreamFrag) used = slotsFor(h.fragLen);
+    else if (Type(h.type) == Type::Eager && h.len <= kMaxInline) used = slotsFor(header, h.len);
+    else if (Type(h.type) == Type::Data && h.fragLen <= kStreamFrag) used = slotsFor(header, h.fragLen);
     if (used == 0 || used > head - tail || at + used > kSlots) {
       // Claims slots that were never published: nothing after it can be trusted.
       TEMPO_WARN_RATELIMITED(1000, "shm: rank %d dropped a malformed ring from rank %d", rank_, from);
       r->tail.store(head, std::memory_order_release);
       return;
     }
-    if (Type(h.type) != Type::Pad && !arrive(from, p, h, slot + kHeaderBytes)) {
+    if (Type(h.type) != Type::Pad && !arrive(from, p, h, slot + header)) {
       p.parkedHead = head;  // nothing new to read until the head moves (or a receive is posted)
       return;
     }
