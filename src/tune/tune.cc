@@ -55,12 +55,15 @@ Status checkOverrides() {
 BroadcastAlgo broadcast(uint64_t bytes, const Context& ctx) {
   const char* forced = param::BcastAlgo();
   if (!strcmp(forced, "tree")) return BroadcastAlgo::Tree;
-  // Auto keeps the chain: on the only machines measured (4 processes on 2 cores, where
-  // every hop's latency is a context switch) the tree lost at 64 KiB (18 us vs 13-16),
-  // won at 256 KiB (42 us vs 56) and tied at 1 MiB; a size rule from that would be
-  // fitted to noise. The tree is there for fabrics whose hops cost real latency.
-  (void)bytes;
-  (void)ctx;
+  if (!strcmp(forced, "chain")) return BroadcastAlgo::Chain;
+  // With a core per rank the pipelined chain moves every byte at the transport's rate, and
+  // auto keeps it. With more ranks than cores every hop costs a context switch, and the
+  // binomial tree's log2(n) hops beat the chain's n - 1 from 128 KiB up; below, the chain's
+  // single whole message wins. Measured at 4 processes on 2 cores (broadcast_perf,
+  // TEMPO_BCAST_ALGO=chain|tree, three alternating runs): 64 KiB chain 12-14 us, tree
+  // 14-18; 256 KiB chain 52-58, tree 37-42 (and 56 against 42 in an earlier session);
+  // 1 MiB 159-253 against 185-227; 4 MiB 784-914 against 626-861.
+  if (ctx.oversubscribed && ctx.nranks > 2 && bytes >= (uint64_t(128) << 10)) return BroadcastAlgo::Tree;
   return BroadcastAlgo::Chain;
 }
 

@@ -77,9 +77,20 @@ TEST(Tune, InvalidAlgorithmNamesFailClearly) {
   EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
 }
 
-TEST(Tune, BroadcastTakesTheChainUnlessTheTreeIsForced) {
+TEST(Tune, BroadcastTakesTheChainWithACorePerRankAndTheTreeForLargeOversubscribedOnes) {
   for (int n : {2, 3, 8})
-    for (uint64_t b : {8 * KiB, 256 * KiB, 64 * MiB}) EXPECT_EQ(broadcast(b, shm(n, true)), BroadcastAlgo::Chain);
+    for (uint64_t b : {8 * KiB, 256 * KiB, 64 * MiB}) EXPECT_EQ(broadcast(b, shm(n, false)), BroadcastAlgo::Chain);
+  for (int n : {3, 8}) {
+    EXPECT_EQ(broadcast(64 * KiB, shm(n, true)), BroadcastAlgo::Chain);
+    EXPECT_EQ(broadcast(128 * KiB - 1, shm(n, true)), BroadcastAlgo::Chain);
+    EXPECT_EQ(broadcast(128 * KiB, shm(n, true)), BroadcastAlgo::Tree);
+    EXPECT_EQ(broadcast(64 * MiB, shm(n, true)), BroadcastAlgo::Tree);
+  }
+  EXPECT_EQ(broadcast(64 * MiB, shm(2, true)), BroadcastAlgo::Chain) << "two ranks: the same single hop";
+  {
+    ParamGuard g(param::Id::BcastAlgo, "chain");
+    EXPECT_EQ(broadcast(64 * MiB, shm(4, true)), BroadcastAlgo::Chain);
+  }
   ParamGuard g(param::Id::BcastAlgo, "tree");
   EXPECT_EQ(checkOverrides(), Status::Success);
   EXPECT_EQ(broadcast(64 * KiB, shm(4, false)), BroadcastAlgo::Tree);
