@@ -27,7 +27,7 @@ namespace {
 
 // ---- layout of a region (shared between processes; every field fixed-size) ----
 
-constexpr uint32_t kRegionMagic = 0x334d5354;  // "TSM3"
+constexpr uint32_t kRegionMagic = 0x344d5354;  // "TSM4"
 constexpr size_t kSlotBytes = 8192;
 constexpr uint64_t kSlots = 64;  // per ring; a power of two
 constexpr size_t kHeaderBytes = 64;
@@ -57,7 +57,8 @@ enum class Type : uint32_t {
   Cts = 4,    // receiver -> sender: stream `cookie` to receive `peerCookie`
   Data = 5,   // one fragment of a streamed message: peerCookie, offset, fragLen, payload
   Pad = 6,    // skip `len` slots: a message never wraps around the end of the ring
-  Push = 7,   // receiver -> sender: write bytes [offset, len) of `cookie` to `addr` + offset
+  Push = 7,   // receiver -> sender: write bytes [offset, len) of `cookie` to `addr` + offset,
+              // if the claim for ticket `tag` is still pending (Ring::pushClaim)
   PushDone = 8,  // sender -> receiver: the Push for `peerCookie` is done (0), failed (1), declined (2)
 };
 
@@ -87,13 +88,24 @@ constexpr size_t headerBytes(Type t) { return t == Type::Eager ? kEagerHeaderByt
 // by the receiver only; a slot is the sender's while head - tail < kSlots. A message's
 // slots are contiguous in memory (a Pad fills the end of the ring when it would wrap) and
 // published together, by one store of `head`.
+//
+// `pushClaim` settles who moves the second half of a split message (see Type::Push): the
+// ring's writer, as receiver of that message, sets it to (ticket << 2 | kPushPending)
+// before it sends the Push; the ring's reader, the message's sender, may take the work
+// only by changing it to kPushClaimed, and the receiver, once it has pulled its own half,
+// may take it back only by changing kPushPending to 0. One of the two changes succeeds,
+// so the second half is moved exactly once, and a sender busy elsewhere (copying its own
+// input, or descheduled) never leaves the receiver waiting. 0: no Push outstanding.
 struct alignas(64) Ring {
   std::atomic<uint64_t> head;
   char pad0[56];
   std::atomic<uint64_t> tail;
   char pad1[56];
+  std::atomic<uint64_t> pushClaim;
+  char pad2[56];
   unsigned char slots[kSlots][kSlotBytes];
 };
+constexpr uint64_t kPushPending = 1, kPushClaimed = 2;
 
 struct alignas(64) RegionHeader {
   uint32_t magic;
@@ -244,6 +256,7 @@ struct Peer {
   std::vector<Request*> awaitingPull;   // our rendezvous sends the peer has not finished
   std::vector<Request*> awaitingData;   // our receives being streamed to
   std::vector<Request*> awaitingPush;   // our split receives whose second half the sender writes
+  uint64_t pushTicket = 0;              // our last Push to this peer
   std::deque<Request*> streams;         // our sends cleared to stream, in Cts order
   std::deque<SlotHeader> control;       // Fin/Cts waiting for room in the peer's ring
 };
@@ -486,11 +499,17 @@ void ShmEndpoint::match(int from, Peer& p, Request* r, Type type, uint64_t len, 
   SlotHeader c{};
   c.cookie = cookie;
   if (fits && p.cma) {
-    // Split: ask the sender for the second half first, so that it copies while we do.
-    const size_t split = splitMin_ && len >= splitMin_ ? (len / 2) & ~(kPage - 1) : len;
+    // Split: ask the sender for the second half first, so that it copies while we do
+    // (one Push outstanding per peer).
+    const bool idle = p.out->pushClaim.load(std::memory_order_acquire) == 0;
+    const size_t split = idle && splitMin_ && len >= splitMin_ ? (len / 2) & ~(kPage - 1) : len;
+    const uint64_t pending = (p.pushTicket + 1) << 2 | kPushPending;
     if (split < len) {
+      ++p.pushTicket;
+      p.out->pushClaim.store(pending, std::memory_order_release);
       SlotHeader q{};
       q.type = uint32_t(Type::Push);
+      q.tag = p.pushTicket;
       q.cookie = cookie;
       q.peerCookie = cookieOf(r);
       q.addr = reinterpret_cast<uintptr_t>(st.buf);
@@ -500,7 +519,12 @@ void ShmEndpoint::match(int from, Peer& p, Request* r, Type type, uint64_t len, 
       flush(p);
     }
     Status s = pull(from, p, st.buf, addr, split);
-    if (ok(s) && split < len) {
+    uint64_t expect = pending;
+    if (split < len && p.out->pushClaim.compare_exchange_strong(expect, 0, std::memory_order_acq_rel)) {
+      // The sender has not started its half (it is busy elsewhere): pull that too.
+      if (ok(s)) s = pull(from, p, static_cast<char*>(st.buf) + split, addr + split, len - split);
+      complete(r, s, ok(s) ? len : 0);
+    } else if (ok(s) && split < len) {
       st.len = len;
       st.moved = split;
       st.peerCookie = addr;
@@ -613,6 +637,9 @@ bool ShmEndpoint::arrive(int from, Peer& p, const SlotHeader& h, const unsigned 
       return true;
     case Type::Push: {
       // Our split send's second half: write it now (the receiver pulls the first meanwhile).
+      uint64_t expect = h.tag << 2 | kPushPending;
+      if (!p.in->pushClaim.compare_exchange_strong(expect, h.tag << 2 | kPushClaimed, std::memory_order_acq_rel))
+        return true;  // the receiver took it back and moved it all
       SlotHeader d{};
       d.type = uint32_t(Type::PushDone);
       d.peerCookie = h.peerCookie;
@@ -631,6 +658,7 @@ bool ShmEndpoint::arrive(int from, Peer& p, const SlotHeader& h, const unsigned 
       return true;
     }
     case Type::PushDone:
+      p.out->pushClaim.store(0, std::memory_order_release);  // the next split may ask again
       if (take(p.awaitingPush, h.peerCookie, &r)) {
         ReqState& st = state(r);
         Status s = h.status == 0 ? Status::Success
