@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake g++ make pkg-config git
   libfabric-dev libfabric-bin          # the ofi transport and fi_pingpong
+  libucx-dev ucx-utils                 # the ucx transport and ucx_perftest
   libhwloc-dev                         # topology discovery
   googletest libgtest-dev libgmock-dev # tests
   libbenchmark-dev                     # bench/micro

@@ -23,6 +23,9 @@
 #ifdef TEMPO_HAVE_OFI
 #include "transports/ofi/ofi.h"
 #endif
+#ifdef TEMPO_HAVE_UCX
+#include "transports/ucx/ucx.h"
+#endif
 
 namespace tempo::transport {
 namespace {
@@ -335,6 +338,10 @@ std::vector<Named> transports() {
 #ifdef TEMPO_HAVE_OFI
   t.push_back({"ofi_shm", [](int r) { return ofi::create("shm", r, 2); }});
   t.push_back({"ofi_tcp", [](int r) { return ofi::create("tcp", r, 2); }});
+#endif
+#ifdef TEMPO_HAVE_UCX
+  t.push_back({"ucx_tcp", [](int r) { return ucx::create(r, 2, "tcp"); }});
+  t.push_back({"ucx_shm", [](int r) { return ucx::create(r, 2, "sm"); }});
 #endif
   return t;
 }

@@ -1,0 +1,24 @@
+// UCX transport: one UCP worker with tagged messages per communicator.
+//
+// Tagged messages rather than active messages: the engine posts every receive before or
+// soon after its send and matches by (peer, tag) in posting order, which is what UCP's tag
+// matching does (with its eager/rendezvous protocols and zero-copy large messages), while
+// active messages would make us keep an unexpected-message store of our own. The sender's
+// rank travels in the top bits of the 64-bit UCP tag, so one receive names its peer.
+// Endpoints use peer error handling, so a peer that dies fails its requests instead of
+// hanging them. UCX_TLS, UCX_NET_DEVICES and every other UCX_ variable are read by UCX
+// itself, untouched.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "transports/transport.h"
+
+namespace tempo::transport::ucx {
+
+// Opens a worker for rank `rank` of `nranks`. `tls`, when not empty, overrides UCX_TLS
+// for this endpoint only (the tests pin transports with it).
+Result<std::unique_ptr<Endpoint>> create(int rank, int nranks, const std::string& tls = "");
+
+}  // namespace tempo::transport::ucx
