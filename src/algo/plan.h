@@ -19,6 +19,7 @@ struct Loc {
   BufId buf = BufId::Input;
   uint64_t offset = 0;
 };
+inline Loc absolute(const void* p) { return {BufId::Absolute, uint64_t(uintptr_t(p))}; }
 
 enum class StepKind : uint8_t {
   Send,    // send `bytes` at src to `peer`

@@ -623,12 +623,12 @@ Status verifyFingerprint(const engine::Op& op, const std::byte* received, int ra
 
 uint64_t Communicator::prependFingerprint(engine::Op& op) {
   if (!checkMismatch_) return 0;
-  auto at = [](const void* p) { return algo::Loc{algo::BufId::Absolute, uint64_t(uintptr_t(p))}; };
+  using algo::absolute;
   algo::FingerprintLocs locs;
-  locs.mine = at(op.fingerprint.data());
-  locs.leadOut = at(op.leadOut.data());
-  locs.leadIn = at(op.leadIn.data());
-  locs.theirs = at(op.peerFingerprints[0].data());
+  locs.mine = absolute(op.fingerprint.data());
+  locs.leadOut = absolute(op.leadOut.data());
+  locs.leadIn = absolute(op.leadIn.data());
+  locs.theirs = absolute(op.peerFingerprints[0].data());
   locs.bytes = sizeof(Fingerprint);
   return algo::prependFingerprint(op.plan, rank_, nranks_, kFingerprintMsg, locs);
 }
@@ -663,7 +663,7 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
     p2pSent_.assign(size_t(nranks_), 0);
     p2pReceived_.assign(size_t(nranks_), 0);
   }
-  auto absolute = [](const void* p) { return algo::Loc{algo::BufId::Absolute, uint64_t(uintptr_t(p))}; };
+  using algo::absolute;
   // Sends to self pair with receives from self in call order and become copies.
   size_t selfSends = 0, selfRecvs = 0;
   for (const CollArgs& a : calls) {
