@@ -9,11 +9,15 @@ const char* kindName(Kind k) {
     case Kind::Loopback: return "loopback";
     case Kind::Shm: return "shm";
     case Kind::OfiShm: return "ofi/shm";
+    case Kind::UcxShm: return "ucx/shm";
     case Kind::OfiTcp: return "ofi/tcp";
+    case Kind::UcxNet: return "ucx/net";
     case Kind::OfiOther: return "ofi";
   }
   return "?";
 }
+
+std::string Endpoint::describePeer(int) const { return name(); }
 
 void Endpoint::wait(int64_t ns) { std::this_thread::sleep_for(std::chrono::nanoseconds(ns)); }
 

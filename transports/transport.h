@@ -48,7 +48,9 @@ struct Request {
 };
 
 // Ordered from fastest to slowest, so that the slowest transport of a communicator is the max.
-enum class Kind : uint8_t { Loopback = 0, Shm = 1, OfiShm = 2, OfiTcp = 3, OfiOther = 4 };
+// UcxShm: every peer UCX reaches over shared memory; UcxNet: some peer over a network
+// transport (tcp, or the verbs family).
+enum class Kind : uint8_t { Loopback = 0, Shm = 1, OfiShm = 2, UcxShm = 3, OfiTcp = 4, UcxNet = 5, OfiOther = 6 };
 const char* kindName(Kind k);
 
 class Endpoint {
@@ -59,8 +61,12 @@ class Endpoint {
   virtual const char* name() const = 0;
   // Opaque address to publish to peers through the bootstrap (at most kMaxAddressBytes).
   virtual std::span<const std::byte> address() const = 0;
-  // Makes `peer` reachable using the address it published.
+  // Makes `peer` reachable using the address it published. kind() may change as peers
+  // connect (UCX learns which of its transports reach each peer only then).
   virtual Status connect(int peer, std::span<const std::byte> address) = 0;
+  // How a connected `peer` is reached, for logs: the transports UCX chose for it ("sysv/
+  // memory,cma/memory"), or, by default, name().
+  virtual std::string describePeer(int peer) const;
   virtual Status isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) = 0;
   virtual Status irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) = 0;
   // Drives progress; returns how many requests completed (0 when idle).
@@ -72,6 +78,7 @@ class Endpoint {
   virtual void cancelAll() = 0;
 };
 
-inline constexpr size_t kMaxAddressBytes = 160;
+// Addresses travel with a 16-bit length; a UCX worker with many devices has the longest.
+inline constexpr size_t kMaxAddressBytes = 4096;
 
 }  // namespace tempo::transport

@@ -107,6 +107,7 @@ class OfiEndpoint final : public Endpoint {
 
   Kind kind() const override { return kind_; }
   const char* name() const override { return provName_.c_str(); }
+  std::string describePeer(int) const override { return provName_ + " domain " + info_->domain_attr->name; }
   std::span<const std::byte> address() const override { return {address_, addressLen_}; }
   Status connect(int peer, std::span<const std::byte> address) override;
   Status isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) override;

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -19,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/clock.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
 
@@ -167,6 +170,39 @@ class Mapping {
   size_t n_ = 0;
 };
 
+// Tells whether a peer process has exited: a pidfd (which, unlike a pid, cannot come to
+// name another process), or kill(pid, 0) where the kernel has no pidfd_open.
+class ProcessWatch {
+ public:
+  ProcessWatch() = default;
+  explicit ProcessWatch(pid_t pid) : pid_(pid), fd_(int(syscall(SYS_pidfd_open, pid, 0))) {}
+  ProcessWatch(ProcessWatch&& o) noexcept : pid_(std::exchange(o.pid_, 0)), fd_(std::exchange(o.fd_, -1)) {}
+  ProcessWatch& operator=(ProcessWatch&& o) noexcept {
+    if (this != &o) {
+      reset();
+      pid_ = std::exchange(o.pid_, 0);
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~ProcessWatch() { reset(); }
+  bool exited() const {
+    if (fd_ >= 0) {
+      pollfd p{fd_, POLLIN, 0};
+      return poll(&p, 1, 0) == 1;  // a pidfd turns readable when its process exits
+    }
+    return pid_ > 0 && kill(pid_, 0) != 0 && errno == ESRCH;
+  }
+
+ private:
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  pid_t pid_ = 0;
+  int fd_ = -1;
+};
+
 // Writes every page of [p, p + bytes) once from this process. First touches cost 6-11 us
 // a page on the VMs measured (machine.md), and not only the guest's page fault: the
 // hypervisor fills its own page tables on the first access from each address space, so
@@ -240,7 +276,9 @@ struct Unexpected {
 
 struct Peer {
   bool connected = false;
+  Status failed = Status::Success;  // RemoteError once its process has exited
   pid_t pid = 0;
+  ProcessWatch watch;  // another process's only
   bool cma = false;
   size_t eagerMax = 0;  // messages up to this many bytes go inline (eagerLimit)
   Mapping remoteHead;    // the header page of the peer's region
@@ -286,6 +324,12 @@ class ShmEndpoint final : public Endpoint {
 
  private:
   Status checkPeer(int peer, const char* what) const;
+  bool waitingOn(const Peer& p) const {
+    return !p.posted.empty() || !p.awaitingPull.empty() || !p.awaitingData.empty() || !p.awaitingPush.empty() ||
+           !p.streams.empty() || !p.control.empty();
+  }
+  // Fails every request that waits on `peer`, whose process has exited.
+  void failPeer(int peer, Peer& p);
   bool write(Peer& p, const SlotHeader& h, const void* payload, size_t bytes);
   void complete(Request* r, Status s, size_t bytes) {
     r->status = s;
@@ -317,6 +361,7 @@ class ShmEndpoint final : public Endpoint {
   std::vector<Peer> peers_;
   std::vector<Request*> finished_;  // completed, reported by the next progress()
   std::vector<Unexpected> spare_;   // recycled unexpected entries (payload capacity kept)
+  int64_t nextWatch_ = 0;           // when progress() next asks whether waited-on peers live
   const size_t splitMin_ = size_t(std::max<int64_t>(0, param::ShmSplit()));
   uint64_t probe_ = 0;
   // TEMPO_SHM_EAGER, or -1: 16 KiB where the receiver can pull larger messages with one
@@ -336,7 +381,9 @@ std::atomic<uint32_t> g_regionSerial{0};
 
 Status ShmEndpoint::open() {
   removeStaleRegions();
-  name_ = "/tempo-shm." + std::to_string(getpid()) + "." + std::to_string(g_regionSerial.fetch_add(1));
+  char name[64];
+  snprintf(name, sizeof name, "/tempo-shm.%d.%u", int(getpid()), g_regionSerial.fetch_add(1));
+  name_ = name;
   TEMPO_ASSIGN(region_, mapRegion(name_, regionBytes(nranks_), /*create=*/true));
   header_ = static_cast<RegionHeader*>(region_.get());
   header_->magic = kRegionMagic;
@@ -371,6 +418,7 @@ Status ShmEndpoint::connect(int peer, std::span<const std::byte> bytes) {
   p.tailSeen = p.out->tail.load(std::memory_order_acquire);
   p.in = reinterpret_cast<Ring*>(static_cast<char*>(region_.get()) + ringOffset(peer));
   p.pid = pid_t(a.pid);
+  if (p.pid != getpid()) p.watch = ProcessWatch(p.pid);
   // Cross-memory attach works when the peer's probe word reads back as published.
   p.cma = false;
   if (param::ShmCma()) {
@@ -402,7 +450,25 @@ Status ShmEndpoint::checkPeer(int peer, const char* what) const {
   if (closed_) return fail(Status::RemoteError, "shm: %s on an aborted endpoint", what);
   if (peer < 0 || peer >= nranks_ || !peers_[size_t(peer)].connected)
     return fail(Status::InvalidArgument, "shm: %s to peer %d, which is not connected", what, peer);
+  if (!ok(peers_[size_t(peer)].failed))
+    return fail(Status::RemoteError, "shm: %s to rank %d, whose process (pid %d) has exited", what, peer,
+                int(peers_[size_t(peer)].pid));
   return Status::Success;
+}
+
+void ShmEndpoint::failPeer(int peer, Peer& p) {
+  p.failed = fail(Status::RemoteError, "shm: rank %d's process (pid %d) exited with transfers outstanding", peer,
+                  int(p.pid));
+  for (auto* list : {&p.awaitingPull, &p.awaitingData, &p.awaitingPush})
+    for (Request* r : *list) complete(r, p.failed, 0);
+  for (auto* list : {&p.posted, &p.streams})
+    for (Request* r : *list) complete(r, p.failed, 0);
+  p.awaitingPull.clear();
+  p.awaitingData.clear();
+  p.awaitingPush.clear();
+  p.posted.clear();
+  p.streams.clear();
+  p.control.clear();
 }
 
 // Writes one message (at most kMaxInline payload bytes) into our ring in `p`'s region;
@@ -738,6 +804,18 @@ int ShmEndpoint::progress() {
     if (!p.connected) continue;
     drain(i, p);
     if (!p.control.empty() || !p.streams.empty()) flush(p);
+  }
+  // A peer process that exits leaves nothing in the rings to say so: every 50 ms, each
+  // peer something waits on is asked whether it still lives.
+  if (finished_.empty()) {
+    const int64_t now = nowNs();
+    if (now >= nextWatch_) {
+      nextWatch_ = now + 50'000'000;
+      for (int i = 0; i < nranks_; ++i) {
+        Peer& p = peers_[size_t(i)];
+        if (p.connected && ok(p.failed) && waitingOn(p) && p.watch.exited()) failPeer(i, p);
+      }
+    }
   }
   const int completed = int(finished_.size());
   for (Request* r : finished_) r->done = true;

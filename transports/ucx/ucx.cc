@@ -1,8 +1,12 @@
 #include "transports/ucx/ucx.h"
 
+#include <poll.h>
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "src/core/clock.h"
@@ -18,6 +22,37 @@ Status ucxFail(const char* what, ucs_status_t s) {
               "ucx: %s: %s", what, ucs_status_string(s));
 }
 
+// The UCT transports of `ep`'s lanes ("sysv/memory", "tcp/eth0"), from UCP's own report of
+// its configuration (UCX 1.13 has no query for them): "lane[0]:  3:sysv/memory.0 md[2] ...".
+std::vector<std::string> laneTransports(ucp_ep_h ep) {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* f = open_memstream(&text, &size);
+  if (!f) return {};
+  ucp_ep_print_info(ep, f);
+  fclose(f);
+  std::vector<std::string> tls;
+  for (const char* line = text; line && *line;) {
+    const char* end = strchr(line, '\n');
+    std::string l(line, end ? size_t(end - line) : strlen(line));
+    line = end ? end + 1 : nullptr;
+    size_t lane = l.find("lane[");
+    size_t colon = lane == std::string::npos ? lane : l.find(':', l.find(':', lane) + 1);
+    if (colon == std::string::npos) continue;
+    size_t dot = l.find_first_of(". ", colon + 1);
+    std::string tl = l.substr(colon + 1, dot == std::string::npos ? std::string::npos : dot - colon - 1);
+    if (!tl.empty() && std::find(tls.begin(), tls.end(), tl) == tls.end()) tls.push_back(tl);
+  }
+  free(text);
+  return tls;
+}
+
+// UCT transports that stay inside the host's memory system.
+bool sharedMemoryTransport(const std::string& tl) {
+  static const std::set<std::string> kShm = {"posix", "sysv", "cma", "knem", "xpmem", "self"};
+  return kShm.count(tl.substr(0, tl.find('/'))) > 0;
+}
+
 // What a Request's internal scratch holds while UCX owns it.
 struct ReqState {
   void* handle;  // the UCP request, null once completed
@@ -31,19 +66,28 @@ ReqState& state(Request* r) { return *reinterpret_cast<ReqState*>(r->internal); 
 
 class UcxEndpoint final : public Endpoint {
  public:
-  UcxEndpoint(int rank, int nranks) : rank_(rank), eps_(size_t(nranks), nullptr), peerFailed_(size_t(nranks)) {}
+  UcxEndpoint(int rank, int nranks, std::vector<bool> sameHost)
+      : rank_(rank),
+        sameHost_(std::move(sameHost)),
+        eps_(size_t(nranks), nullptr),
+        peerFailed_(size_t(nranks)),
+        peerTransports_(size_t(nranks)) {
+    sameHost_.resize(size_t(nranks), false);
+  }
   ~UcxEndpoint() override { close(); }
   Status open(const std::string& tls);
 
-  // Ranked with the other network transports until communicators select UCX and the
-  // tuner learns its own costs.
-  Kind kind() const override { return Kind::OfiOther; }
+  // UcxShm while every connected peer is reached over shared memory, else UcxNet.
+  Kind kind() const override { return kind_; }
   const char* name() const override { return name_.c_str(); }
+  std::string describePeer(int peer) const override { return peerTransports_[size_t(peer)]; }
   std::span<const std::byte> address() const override { return {address_.data(), address_.size()}; }
   Status connect(int peer, std::span<const std::byte> address) override;
   Status isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) override;
   Status irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) override;
   int progress() override;
+  // Sleeps until UCX signals activity on the worker's event descriptor, or `ns` pass.
+  void wait(int64_t ns) override;
   int maxOutstanding() const override { return 1024; }
   void cancelAll() override;
 
@@ -57,12 +101,16 @@ class UcxEndpoint final : public Endpoint {
   void close();
 
   int rank_;
+  std::vector<bool> sameHost_;
   std::string name_ = "ucx";
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;
   std::vector<ucs_status_t> peerFailed_;
+  std::vector<std::string> peerTransports_;  // "sysv/memory,cma/memory"
+  Kind kind_ = Kind::UcxShm;
   std::vector<std::byte> address_;
+  int efd_ = -1;  // the worker's wakeup descriptor (owned by UCX)
   std::vector<Request*> outstanding_;  // posted and not yet completed
   std::vector<Request*> finished_;     // completed, to be marked done by progress()
   bool closed_ = false;
@@ -75,7 +123,7 @@ Status UcxEndpoint::open(const std::string& tls) {
   if (!tls.empty()) ucp_config_modify(config, "TLS", tls.c_str());
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_TAG;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   s = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (s != UCS_OK) return ucxFail("ucp_init", s);
@@ -83,6 +131,7 @@ Status UcxEndpoint::open(const std::string& tls) {
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // one thread at a time drives an Endpoint
   if ((s = ucp_worker_create(context_, &wp, &worker_)) != UCS_OK) return ucxFail("ucp_worker_create", s);
+  if (ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;  // then wait() sleeps
   ucp_address_t* addr = nullptr;
   size_t len = 0;
   if ((s = ucp_worker_get_address(worker_, &addr, &len)) != UCS_OK) return ucxFail("ucp_worker_get_address", s);
@@ -103,24 +152,33 @@ void UcxEndpoint::peerError(void* arg, ucp_ep_h ep, ucs_status_t s) {
 Status UcxEndpoint::connect(int peer, std::span<const std::byte> address) {
   if (closed_ || !worker_) return fail(Status::InternalError, "ucx: connect on a closed endpoint");
   ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
-  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests
-  ep.err_handler.cb = peerError;
-  ep.err_handler.arg = this;
-  ucs_status_t s = ucp_ep_create(worker_, &ep, &eps_[size_t(peer)]);
+  ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  ucs_status_t s = UCS_ERR_UNREACHABLE;
+  if (!sameHost_[size_t(peer)]) {
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests
+    ep.err_handler.cb = peerError;
+    ep.err_handler.arg = this;
+    s = ucp_ep_create(worker_, &ep, &eps_[size_t(peer)]);
+  }
   if (s == UCS_ERR_UNREACHABLE) {
-    // UCX 1.13's shared-memory transports (posix, sysv) offer no peer failure handling:
-    // without it, a dead peer is found by the communicator's own liveness checks.
+    // A peer on this host, or transports (UCX_TLS) none of which handles peer failure.
     ep.field_mask &= ~uint64_t(UCP_EP_PARAM_FIELD_ERR_HANDLER);
     ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
     s = ucp_ep_create(worker_, &ep, &eps_[size_t(peer)]);
-    if (s == UCS_OK)
+    if (s == UCS_OK && !sameHost_[size_t(peer)])
       TEMPO_INFO(log::Net, "NET/UCX rank %d -> %d: the transports UCX chose have no peer failure handling", rank_,
                  peer);
   }
   if (s != UCS_OK) return ucxFail("ucp_ep_create", s);
+  std::string& desc = peerTransports_[size_t(peer)];
+  for (const std::string& tl : laneTransports(eps_[size_t(peer)])) {
+    desc += (desc.empty() ? "" : ",") + tl;
+    if (!sharedMemoryTransport(tl)) kind_ = Kind::UcxNet;
+  }
+  if (desc.empty()) desc = "ucx";
   return Status::Success;
 }
 
@@ -130,14 +188,14 @@ void UcxEndpoint::finish(Request* r, ucs_status_t s, size_t bytes) {
   r->bytes = bytes;
   if (s == UCS_OK) {
     r->status = Status::Success;
+  } else if (closed_) {
+    r->status = Status::RemoteError;  // cancelled by cancelAll(): its caller knows why, and never looks
   } else if (s == UCS_ERR_MESSAGE_TRUNCATED) {
     r->status = fail(Status::InvalidUsage, "ucx: a message from rank %d is longer than the receive (%zu bytes)",
                      state(r).peer, bytes);
-  } else if (peerFailed_[size_t(state(r).peer)] != UCS_OK) {
-    r->status = fail(Status::RemoteError, "ucx: rank %d failed: %s", state(r).peer,
-                     ucs_status_string(peerFailed_[size_t(state(r).peer)]));
   } else {
-    r->status = ucxFail("transfer", s);
+    const ucs_status_t why = peerFailed_[size_t(state(r).peer)] != UCS_OK ? peerFailed_[size_t(state(r).peer)] : s;
+    r->status = ucxFail(("a transfer with rank " + std::to_string(state(r).peer) + " failed").c_str(), why);
   }
   finished_.push_back(r);
 }
@@ -212,6 +270,15 @@ int UcxEndpoint::progress() {
   return completed;
 }
 
+void UcxEndpoint::wait(int64_t ns) {
+  if (closed_ || efd_ < 0) return Endpoint::wait(ns);
+  // Arming fails with BUSY while events are pending: then there is work to progress now.
+  if (ucp_worker_arm(worker_) != UCS_OK) return;
+  pollfd p{efd_, POLLIN, 0};
+  const timespec t{time_t(ns / 1000000000), long(ns % 1000000000)};
+  ppoll(&p, 1, &t, nullptr);
+}
+
 void UcxEndpoint::cancelAll() {
   if (closed_ || !worker_) return;
   closed_ = true;
@@ -253,9 +320,9 @@ void UcxEndpoint::close() {
 
 }  // namespace
 
-Result<std::unique_ptr<Endpoint>> create(int rank, int nranks, const std::string& tls) {
-  auto ep = std::make_unique<UcxEndpoint>(rank, nranks);
-  TEMPO_TRY(ep->open(tls));
+Result<std::unique_ptr<Endpoint>> create(int rank, int nranks, const Options& options) {
+  auto ep = std::make_unique<UcxEndpoint>(rank, nranks, options.sameHost);
+  TEMPO_TRY(ep->open(options.tls));
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 
