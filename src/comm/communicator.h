@@ -202,6 +202,8 @@ class Communicator : public engine::Liveness {
   // a nonblocking job and the driving thread to leave; false if they did not.
   bool waitForDriverToLeave(const char* fn, std::unique_lock<std::timed_mutex>& drive);
   Status connectTransports(Deadline deadline);
+  // One small message each way with every peer over its transport, before init completes.
+  Status handshake(Deadline deadline);
   void logCall(const CollArgs& a, uint64_t seq) const;
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
   engine::Op* takeOp(const CollArgs& a, uint64_t payloadBytes);

@@ -41,10 +41,14 @@ TEMPO_PARAM(Hostname, "TEMPO_HOSTNAME", Str, "",
 
 // ---- transports ----
 TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
-            "data transport: auto (loopback inside a process, Tempo's shm between processes of one host, "
-            "libfabric across hosts or whenever FI_PROVIDER is set), shm (Tempo's shm for every peer, which "
-            "must share this host), ofi (libfabric for every peer in another process: shm on one host, tcp "
-            "across hosts), loopback")
+            "data transport: auto (loopback inside a process, Tempo's shm between processes of one host; "
+            "across hosts libfabric when FI_PROVIDER is set, UCX when UCX_TLS or UCX_NET_DEVICES is, else "
+            "TEMPO_NET_DEFAULT), shm (Tempo's shm for every peer, which must share this host), ofi "
+            "(libfabric for every peer: shm on one host, tcp across hosts), ucx (UCX for every peer, over "
+            "the transports UCX selects), loopback")
+TEMPO_PARAM(NetDefault, "TEMPO_NET_DEFAULT", Str, "ucx",
+            "TEMPO_TRANSPORT=auto's choice for peers on other hosts when neither FI_PROVIDER nor UCX_TLS/"
+            "UCX_NET_DEVICES names one: ucx (where built; else ofi) or ofi (libfabric tcp)")
 TEMPO_PARAM(ShmEager, "TEMPO_SHM_EAGER", Int, "-1",
             "Tempo's shm: messages up to this many bytes (at most 131008) travel inline through the "
             "shared ring, copied in by the sender and out by the receiver; larger ones are moved once, "
@@ -59,6 +63,12 @@ TEMPO_PARAM(ShmCma, "TEMPO_SHM_CMA", Int, "1",
 TEMPO_PARAM(FiProvider, "FI_PROVIDER", Str, "",
             "libfabric provider for every peer (passed through to libfabric); default: shm on one "
             "host, tcp across hosts")
+TEMPO_PARAM(UcxTls, "UCX_TLS", Str, "",
+            "UCX transports (passed through to UCX, which reads it); when set, TEMPO_TRANSPORT=auto uses UCX "
+            "for peers on other hosts")
+TEMPO_PARAM(UcxNetDevices, "UCX_NET_DEVICES", Str, "",
+            "UCX network devices (passed through to UCX); when set, TEMPO_TRANSPORT=auto uses UCX for peers "
+            "on other hosts")
 TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
             "libfabric shm: 1 copies through shared buffers, 0 uses cross-memory attach; Tempo "
             "defaults to 1 (libfabric: 0) because page pinning made CMA slower on the VMs measured")

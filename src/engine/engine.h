@@ -30,6 +30,10 @@
 
 namespace tempo::engine {
 
+// A tag no collective or point-to-point message uses (see tagOf in engine.cc): a
+// point-to-point tag's low 16 bits are 0. The communicator's connection handshake uses it.
+inline constexpr uint64_t kHandshakeTag = (uint64_t(1) << 39) | 0xffff;
+
 enum class CollKind : uint8_t {
   AllReduce = 0,
   Broadcast,

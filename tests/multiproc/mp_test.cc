@@ -78,7 +78,9 @@ void expectAllSucceed(const std::vector<int>& codes) {
 }
 
 struct Case {
-  const char* transport;  // "shm" (Tempo's), or a libfabric provider: "ofi_shm", "tcp"
+  // "shm" (Tempo's), a libfabric provider ("ofi_shm", "tcp"), or UCX with the transports it
+  // picks ("ucx") or over tcp only ("ucx_tcp").
+  const char* transport;
   int nranks;
   const char* extraEnv;  // e.g. the shm protocol under test
   const char* label;
@@ -91,6 +93,8 @@ std::vector<std::string> envFor(const Case& c, const char* mode) {
   std::vector<std::string> env = {std::string("TEMPO_MP_MODE=") + mode};
   const std::string t = c.transport;
   if (t == "shm") env.push_back("TEMPO_TRANSPORT=shm");
+  else if (t == "ucx") env.push_back("TEMPO_TRANSPORT=ucx");
+  else if (t == "ucx_tcp") env.insert(env.end(), {"TEMPO_TRANSPORT=ucx", "UCX_TLS=tcp"});
   else env.push_back("FI_PROVIDER=" + (t == "ofi_shm" ? std::string("shm") : t));
   if (*c.extraEnv) env.push_back(c.extraEnv);
   return env;
@@ -120,6 +124,12 @@ INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcess,
                                            Case{"ofi_shm", 4, "", ""}, Case{"ofi_shm", 3, "FI_SHM_DISABLE_CMA=0", "cma_"},
                                            Case{"tcp", 2, "", ""}, Case{"tcp", 3, "", ""}),
                          caseName);
+#ifdef TEMPO_MP_UCX
+INSTANTIATE_TEST_SUITE_P(Ucx, MultiProcess,
+                         // UCX over the shared-memory transports it picks on one host, and over tcp.
+                         ::testing::Values(Case{"ucx", 2, "", ""}, Case{"ucx", 4, "", ""}, Case{"ucx_tcp", 3, "", ""}),
+                         caseName);
+#endif
 
 // Every other collective and send/receive, over the matrix of tests/common/rank_case.h, with
 // ranks as processes.
@@ -134,8 +144,22 @@ INSTANTIATE_TEST_SUITE_P(All, MultiProcessCollectives,
                          ::testing::Values(Case{"shm", 1, "", ""}, Case{"shm", 2, "", ""}, Case{"shm", 3, "", ""},
                                            Case{"shm", 4, "", ""}, Case{"shm", 5, "", ""}, Case{"shm", 8, "", ""},
                                            Case{"shm", 4, "TEMPO_SHM_CMA=0", "streamed_"}, Case{"ofi_shm", 3, "", ""},
-                                           Case{"tcp", 3, "", ""}),
+                                           Case{"tcp", 3, "", ""}
+#ifdef TEMPO_MP_UCX
+                                           ,
+                                           Case{"ucx", 3, "", ""}, Case{"ucx", 4, "", ""}, Case{"ucx_tcp", 3, "", ""}
+#endif
+                                           ),
                          caseName);
+
+// Every transport built, for the fault cases.
+std::vector<const char*> faultTransports() {
+#ifdef TEMPO_MP_UCX
+  return {"shm", "ofi_shm", "tcp", "ucx", "ucx_tcp"};
+#else
+  return {"shm", "ofi_shm", "tcp"};
+#endif
+}
 
 // Default selection between processes of one host is Tempo's shm.
 TEST(MultiProcessAuto, DefaultTransportSelection) {
@@ -145,7 +169,7 @@ TEST(MultiProcessAuto, DefaultTransportSelection) {
 // ncclCommAbort from a second thread of one rank mid all-reduce: it returns within 10 s, the
 // call in flight fails, and every other rank's call fails instead of hanging.
 TEST(MultiProcessAbort, AbortFromAnotherThreadMidCollective) {
-  for (const char* transport : {"shm", "ofi_shm", "tcp"}) {
+  for (const char* transport : faultTransports()) {
     SCOPED_TRACE(transport);
     expectAllSucceed(runWorkers(3, envFor(Case{transport, 3, "", ""}, "abort"), 60));
   }
@@ -154,7 +178,8 @@ TEST(MultiProcessAbort, AbortFromAnotherThreadMidCollective) {
 // reliability.md F6: a rank dies; the survivors' call fails, they shrink the communicator
 // with NCCL_SHRINK_ABORT and carry on, bit-exact, without it.
 TEST(MultiProcessShrink, SurvivorsShrinkAwayADeadRankAndCarryOn) {
-  for (const char* transport : {"shm", "tcp"}) {
+  for (const char* transport : faultTransports()) {
+    if (!strcmp(transport, "ofi_shm")) continue;  // tcp stands for libfabric here
     SCOPED_TRACE(transport);
     expectAllSucceed(runWorkers(4, envFor(Case{transport, 4, "", ""}, "shrink"), 90));
   }
