@@ -19,6 +19,8 @@ const char* kindName(Kind k) {
 
 std::string Endpoint::describePeer(int) const { return name(); }
 
+Result<std::unique_ptr<MemRegion>> Endpoint::registerMemory(void*, size_t) { return std::make_unique<MemRegion>(); }
+
 void Endpoint::wait(int64_t ns) { std::this_thread::sleep_for(std::chrono::nanoseconds(ns)); }
 
 }  // namespace tempo::transport

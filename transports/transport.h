@@ -34,16 +34,29 @@ namespace tempo::transport {
 
 inline constexpr int kTagBits = 40;
 
+// A memory region registered with one endpoint (Endpoint::registerMemory). Destroying it
+// deregisters it; it must outlive every request that names it, and its endpoint must
+// outlive it. Transports that need no registration hand out regions that hold nothing.
+class MemRegion {
+ public:
+  virtual ~MemRegion() = default;
+};
+
 // Caller-owned completion record for one posted operation.
 struct Request {
   bool done = false;
   Status status = Status::Success;
   size_t bytes = 0;          // bytes actually received (receives)
+  // Optional, set by the caller before posting: a region of this endpoint that contains
+  // the buffer, which saves the transport registering it per call (UCX's memory handle,
+  // libfabric's descriptor).
+  const MemRegion* region = nullptr;
   void* internal[8] = {};    // transport scratch (libfabric fi_context2)
   void reset() {
     done = false;
     status = Status::Success;
     bytes = 0;
+    region = nullptr;
   }
 };
 
@@ -76,6 +89,9 @@ class Endpoint {
   virtual void wait(int64_t ns);
   virtual int maxOutstanding() const = 0;
   virtual void cancelAll() = 0;
+  // Registers [buf, buf + len) for transfers (see Request::region). Safe while other
+  // transfers are in flight. The default registers nothing.
+  virtual Result<std::unique_ptr<MemRegion>> registerMemory(void* buf, size_t len);
 };
 
 // Addresses travel with a 16-bit length; a UCX worker with many devices has the longest.

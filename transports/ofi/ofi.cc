@@ -99,6 +99,21 @@ Kind kindOf(const char* prov) {
   return Kind::OfiOther;
 }
 
+// Memory registered with fi_mr_reg; its descriptor goes with each transfer that names it.
+class OfiRegion final : public MemRegion {
+ public:
+  explicit OfiRegion(fid_mr* mr) : mr_(mr) {}
+  void* desc() const { return fi_mr_desc(mr_.get()); }
+
+ private:
+  FidPtr<fid_mr> mr_;
+};
+
+void* descOf(const Request* r) {
+  const auto* region = dynamic_cast<const OfiRegion*>(r->region);
+  return region ? region->desc() : nullptr;
+}
+
 class OfiEndpoint final : public Endpoint {
  public:
   OfiEndpoint(int rank, int nranks) : rank_(rank), dest_(size_t(nranks), FI_ADDR_NOTAVAIL) {}
@@ -115,6 +130,7 @@ class OfiEndpoint final : public Endpoint {
   int progress() override;
   int maxOutstanding() const override { return maxOutstanding_; }
   void cancelAll() override;
+  Result<std::unique_ptr<MemRegion>> registerMemory(void* buf, size_t len) override;
 
  private:
   static Request* fromContext(void* ctx) {
@@ -216,13 +232,13 @@ Status OfiEndpoint::post(const char* what, Post&& fn) {
 Status OfiEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) {
   if (len > maxMsg_) return fail(Status::InvalidArgument, "ofi: message of %zu bytes exceeds %s's limit", len, name());
   return post("fi_tsend", [&] {
-    return fi_tsend(ep_.get(), buf, len, nullptr, dest_[size_t(peer)], wireTag(rank_, tag), context(req));
+    return fi_tsend(ep_.get(), buf, len, descOf(req), dest_[size_t(peer)], wireTag(rank_, tag), context(req));
   });
 }
 
 Status OfiEndpoint::irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) {
   return post("fi_trecv", [&] {
-    return fi_trecv(ep_.get(), buf, len, nullptr, FI_ADDR_UNSPEC, wireTag(peer, tag), 0, context(req));
+    return fi_trecv(ep_.get(), buf, len, descOf(req), FI_ADDR_UNSPEC, wireTag(peer, tag), 0, context(req));
   });
 }
 
@@ -258,6 +274,14 @@ int OfiEndpoint::progress() {
     TEMPO_WARN_RATELIMITED(1000, "ofi/%s: fi_cq_read failed: %s", name(), fi_strerror(int(-n)));
     return completed;
   }
+}
+
+Result<std::unique_ptr<MemRegion>> OfiEndpoint::registerMemory(void* buf, size_t len) {
+  if (!domain_) return fail(Status::InternalError, "ofi: registration on a closed endpoint");
+  fid_mr* mr = nullptr;
+  int rc = fi_mr_reg(domain_.get(), buf, len, FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr);
+  if (rc) return ofiFail("fi_mr_reg", rc);
+  return std::unique_ptr<MemRegion>(std::make_unique<OfiRegion>(mr));
 }
 
 void OfiEndpoint::cancelAll() {

@@ -53,6 +53,27 @@ bool sharedMemoryTransport(const std::string& tl) {
   return kShm.count(tl.substr(0, tl.find('/'))) > 0;
 }
 
+// Memory mapped with ucp_mem_map: its handle lets a transfer skip UCX's own registration
+// (and its registration cache's lookup).
+class UcxRegion final : public MemRegion {
+ public:
+  UcxRegion(ucp_context_h context, ucp_mem_h memh) : context_(context), memh_(memh) {}
+  ~UcxRegion() override { ucp_mem_unmap(context_, memh_); }
+  ucp_mem_h memh() const { return memh_; }
+
+ private:
+  ucp_context_h context_;
+  ucp_mem_h memh_;
+};
+
+// Adds the region's memory handle to a post's parameters, when the request names one.
+void useRegion(const Request* r, ucp_request_param_t* p) {
+  if (const auto* region = dynamic_cast<const UcxRegion*>(r->region)) {
+    p->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p->memh = region->memh();
+  }
+}
+
 // What a Request's internal scratch holds while UCX owns it.
 struct ReqState {
   void* handle;  // the UCP request, null once completed
@@ -90,6 +111,7 @@ class UcxEndpoint final : public Endpoint {
   void wait(int64_t ns) override;
   int maxOutstanding() const override { return 1024; }
   void cancelAll() override;
+  Result<std::unique_ptr<MemRegion>> registerMemory(void* buf, size_t len) override;
 
  private:
   static void sent(void* handle, ucs_status_t s, void* user);
@@ -233,6 +255,7 @@ Status UcxEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, R
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.cb.send = sent;
   p.user_data = req;
+  useRegion(req, &p);
   return track(req, ucp_tag_send_nbx(eps_[size_t(peer)], buf, len, wireTag(rank_, tag), &p), peer, "send");
 }
 
@@ -245,6 +268,7 @@ Status UcxEndpoint::irecv(int peer, uint64_t tag, void* buf, size_t len, Request
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.cb.recv = received;
   p.user_data = req;
+  useRegion(req, &p);
   return track(req, ucp_tag_recv_nbx(worker_, buf, len, wireTag(peer, tag), ~uint64_t(0), &p), peer, "receive");
 }
 
@@ -268,6 +292,18 @@ int UcxEndpoint::progress() {
     finished_.clear();
   }
   return completed;
+}
+
+Result<std::unique_ptr<MemRegion>> UcxEndpoint::registerMemory(void* buf, size_t len) {
+  if (!context_) return fail(Status::InternalError, "ucx: registration on a closed endpoint");
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = buf;
+  mp.length = len;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t s = ucp_mem_map(context_, &mp, &memh);
+  if (s != UCS_OK) return ucxFail("ucp_mem_map", s);
+  return std::unique_ptr<MemRegion>(std::make_unique<UcxRegion>(context_, memh));
 }
 
 void UcxEndpoint::wait(int64_t ns) {
