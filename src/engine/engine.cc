@@ -62,6 +62,17 @@ Engine::Engine(int rank, int nranks, std::vector<transport::Endpoint*> peerEndpo
   sendBlocked_.assign(size_t(nranks), 0);
   freeReqs_.reserve(size_t(maxPosted_));
   for (int i = maxPosted_ - 1; i >= 0; --i) freeReqs_.push_back(uint16_t(i));
+  for (transport::Endpoint* ep : endpoints_) {
+    auto region = scratch_.empty() ? Result<std::unique_ptr<transport::MemRegion>>(nullptr)
+                                   : ep->registerMemory(scratch_.data(), scratch_.size());
+    scratchRegions_.push_back(region.ok() ? std::move(region.value()) : nullptr);
+  }
+}
+
+const transport::MemRegion* Engine::scratchRegion(const transport::Endpoint* ep) const {
+  for (size_t i = 0; i < endpoints_.size(); ++i)
+    if (endpoints_[i] == ep) return scratchRegions_[i].get();
+  return nullptr;
 }
 
 Status Engine::submit(Op& op) {
@@ -132,6 +143,7 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       transport::Request& req = reqs_[slot];
       req.reset();
       transport::Endpoint* ep = peerEndpoint_[size_t(s.peer)];
+      if ((isSend ? s.src : s.dst).buf == algo::BufId::Scratch) req.region = scratchRegion(ep);
       uint64_t tag = tagOf(op, s.msg);
       Status st = isSend
                       ? ep->isend(s.peer, tag, resolve(op, s.src), s.bytes, &req)

@@ -204,6 +204,10 @@ class Engine {
   std::vector<transport::Endpoint*> peerEndpoint_;
   std::vector<transport::Endpoint*> endpoints_;
   std::span<std::byte> scratch_;
+  // scratch_ registered with endpoints_[i] (null where registration failed): transfers
+  // into and out of scratch name it, so UCX need not register or look it up per call.
+  std::vector<std::unique_ptr<transport::MemRegion>> scratchRegions_;
+  const transport::MemRegion* scratchRegion(const transport::Endpoint* ep) const;
   // FIFO of submitted ops, without per-push allocation: a vector whose capacity is
   // kept, emptied whenever the last op leaves.
   class OpQueue {

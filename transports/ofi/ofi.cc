@@ -243,7 +243,7 @@ Status OfiEndpoint::irecv(int peer, uint64_t tag, void* buf, size_t len, Request
 }
 
 int OfiEndpoint::progress() {
-  if (!cq_) return 0;
+  if (!ep_) return 0;
   int completed = 0;
   fi_cq_tagged_entry entries[16];
   for (;;) {
@@ -286,11 +286,8 @@ Result<std::unique_ptr<MemRegion>> OfiEndpoint::registerMemory(void* buf, size_t
 
 void OfiEndpoint::cancelAll() {
   // Closing the endpoint cancels every posted operation; nothing touches their buffers after.
+  // The domain stays open until the endpoint object goes, for the regions registered with it.
   ep_.reset();
-  av_.reset();
-  cq_.reset();
-  domain_.reset();
-  fabric_.reset();
 }
 
 }  // namespace
