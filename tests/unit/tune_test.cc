@@ -102,6 +102,10 @@ TEST(Tune, RingSegmentsAreWholeUpToTheirCapThenColumns) {
   EXPECT_EQ(allReduce(1 * KiB, shm(4, false)).chunkBytes, 4 * KiB);  // floor
   Context tcp{4, transport::Kind::OfiTcp, false, 4 * MiB};
   EXPECT_EQ(allReduce(64 * MiB, tcp).chunkBytes, 1 * MiB);
+  // UCX between hosts moved 256 KiB messages fastest (tune.cc).
+  Context ucx{4, transport::Kind::UcxNet, false, 4 * MiB};
+  EXPECT_EQ(allReduce(64 * MiB, ucx).chunkBytes, 256 * KiB);
+  EXPECT_EQ(allReduce(512 * KiB, ucx).chunkBytes, 128 * KiB);  // whole below the cap
   ParamGuard g(param::Id::ChunkSize, "65536");
   EXPECT_EQ(allReduce(64 * MiB, tcp).chunkBytes, 64 * KiB);
 }
