@@ -118,6 +118,8 @@ class UcxEndpoint final : public Endpoint {
   static void received(void* handle, ucs_status_t s, const ucp_tag_recv_info_t* info, void* user);
   static void peerError(void* arg, ucp_ep_h ep, ucs_status_t s);
   void finish(Request* r, ucs_status_t s, size_t bytes);
+  // Checks a post to `peer` and fills the parameters every post shares.
+  Status prepare(int peer, const char* what, Request* req, ucp_request_param_t* p);
   Status track(Request* r, ucs_status_ptr_t p, int peer, const char* what);
   uint64_t wireTag(int fromRank, uint64_t tag) const { return (uint64_t(fromRank) << kTagBits) | tag; }
   void close();
@@ -245,30 +247,30 @@ Status UcxEndpoint::track(Request* r, ucs_status_ptr_t p, int peer, const char* 
   return Status::Success;
 }
 
-Status UcxEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) {
-  if (closed_) return fail(Status::RemoteError, "ucx: send on an aborted endpoint");
+Status UcxEndpoint::prepare(int peer, const char* what, Request* req, ucp_request_param_t* p) {
+  if (closed_) return fail(Status::RemoteError, "ucx: %s on an aborted endpoint", what);
   if (peer < 0 || size_t(peer) >= eps_.size() || !eps_[size_t(peer)])
-    return fail(Status::InvalidArgument, "ucx: send to peer %d, which is not connected", peer);
-  if (peerFailed_[size_t(peer)] != UCS_OK) return ucxFail("send to a failed peer", peerFailed_[size_t(peer)]);
+    return fail(Status::InvalidArgument, "ucx: %s with peer %d, which is not connected", what, peer);
   state(req) = ReqState{nullptr, this, peer, false, false};
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  *p = ucp_request_param_t{};
+  p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p->user_data = req;
+  useRegion(req, p);
+  return Status::Success;
+}
+
+Status UcxEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) {
+  ucp_request_param_t p;
+  TEMPO_TRY(prepare(peer, "send", req, &p));
+  if (peerFailed_[size_t(peer)] != UCS_OK) return ucxFail("send to a failed peer", peerFailed_[size_t(peer)]);
   p.cb.send = sent;
-  p.user_data = req;
-  useRegion(req, &p);
   return track(req, ucp_tag_send_nbx(eps_[size_t(peer)], buf, len, wireTag(rank_, tag), &p), peer, "send");
 }
 
 Status UcxEndpoint::irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) {
-  if (closed_) return fail(Status::RemoteError, "ucx: receive on an aborted endpoint");
-  if (peer < 0 || size_t(peer) >= eps_.size() || !eps_[size_t(peer)])
-    return fail(Status::InvalidArgument, "ucx: receive from peer %d, which is not connected", peer);
-  state(req) = ReqState{nullptr, this, peer, false, false};
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  ucp_request_param_t p;
+  TEMPO_TRY(prepare(peer, "receive", req, &p));
   p.cb.recv = received;
-  p.user_data = req;
-  useRegion(req, &p);
   return track(req, ucp_tag_recv_nbx(worker_, buf, len, wireTag(peer, tag), ~uint64_t(0), &p), peer, "receive");
 }
 
