@@ -30,9 +30,11 @@
 
 namespace tempo::engine {
 
+// Every point-to-point message's tag has this bit; no collective message's does.
+inline constexpr uint64_t kP2pTagBit = uint64_t(1) << 39;
 // A tag no collective or point-to-point message uses (see tagOf in engine.cc): a
 // point-to-point tag's low 16 bits are 0. The communicator's connection handshake uses it.
-inline constexpr uint64_t kHandshakeTag = (uint64_t(1) << 39) | 0xffff;
+inline constexpr uint64_t kHandshakeTag = kP2pTagBit | 0xffff;
 
 enum class CollKind : uint8_t {
   AllReduce = 0,
@@ -142,6 +144,7 @@ struct Op {
   std::vector<uint8_t> state;   // per step: 0 waiting, 1 posted, 2 done
   std::vector<uint16_t> reqOf;  // per posted step: its request slot
   uint32_t first = 0;           // oldest unfinished step
+  uint32_t dataFirst = 0;       // oldest unfinished step past the fingerprint exchange
   int64_t carried = -1;         // data bytes in round 0's incoming message; -1: not yet checked
   Status status = Status::Success;
   bool done = false;
