@@ -21,6 +21,8 @@ std::string Endpoint::describePeer(int) const { return name(); }
 
 Result<std::unique_ptr<MemRegion>> Endpoint::registerMemory(void*, size_t) { return std::make_unique<MemRegion>(); }
 
+std::vector<Endpoint*> Endpoint::lanes() { return {this}; }
+
 void Endpoint::wait(int64_t ns) { std::this_thread::sleep_for(std::chrono::nanoseconds(ns)); }
 
 }  // namespace tempo::transport

@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "src/core/status.h"
 
@@ -92,9 +93,16 @@ class Endpoint {
   // Registers [buf, buf + len) for transfers (see Request::region). Safe while other
   // transfers are in flight. The default registers nothing.
   virtual Result<std::unique_ptr<MemRegion>> registerMemory(void* buf, size_t len);
+  // The endpoints that carry this one's messages: itself, or, for one made of others
+  // (transports/routed), its parts, at most kMaxLanes. Whoever wants every underlying
+  // connection exercised (the communicator's connection handshake) posts on each lane
+  // directly and progresses the lanes; everything else uses this endpoint.
+  static constexpr size_t kMaxLanes = 2;
+  virtual std::vector<Endpoint*> lanes();
 };
 
-// Addresses travel with a 16-bit length; a UCX worker with many devices has the longest.
-inline constexpr size_t kMaxAddressBytes = 4096;
+// Addresses travel with a 16-bit length; a UCX worker with many devices has the longest,
+// and a routed endpoint (transports/routed) carries one of those and a libfabric one.
+inline constexpr size_t kMaxAddressBytes = 8192;
 
 }  // namespace tempo::transport

@@ -20,6 +20,7 @@
 #include "src/core/clock.h"
 #include "src/core/param.h"
 #include "transports/loopback/loopback.h"
+#include "transports/routed/routed.h"
 #include "transports/shm/shm.h"
 #include "transports/transport.h"
 #ifdef TEMPO_HAVE_OFI
@@ -439,11 +440,22 @@ TEST_P(Transport, CancelAllAbandonsPostedRequests) {
   EXPECT_FALSE(r.done) << "a cancelled request is never completed";
 }
 
+// The routing rule under test: 64 KiB and up on the large lane, pinned tags on the small one.
+constexpr routed::Routes kTestRoutes{.largeBytes = 65536, .pinnedTags = uint64_t(1) << 39};
+
+// A routed endpoint over two loopback communicators (lanes comm * 2 and comm * 2 + 1).
+Result<std::unique_ptr<Endpoint>> routedLoopback(int r, int n, uint64_t comm) {
+  TEMPO_ASSIGN(auto small, loopback::create(comm * 2, r, n));
+  TEMPO_ASSIGN(auto large, loopback::create(comm * 2 + 1, r, n));
+  return routed::create(std::move(small), std::move(large), kTestRoutes);
+}
+
 std::vector<Named> transports() {
   const std::string noWatch = "UCX 1.13's shared-memory transports have no peer failure handling";
   std::vector<Named> t;
   t.push_back({"loopback", [](int r, int n, uint64_t comm) { return loopback::create(comm, r, n); },
                "a loopback endpoint's peers share its process"});
+  t.push_back({"routed_loopback", routedLoopback, "a loopback endpoint's peers share its process"});
   // Tempo's shm, with large messages pulled by cross-memory attach and streamed through the rings.
   t.push_back({"shm", [](int r, int n, uint64_t) {
                  param::overrideForTest(param::Id::ShmCma, nullptr);
@@ -465,6 +477,14 @@ std::vector<Named> transports() {
   t.push_back({"ucx_shm", [](int r, int n, uint64_t) {
                  return ucx::create(r, n, {.tls = "sm", .sameHost = std::vector<bool>(size_t(n), true)});
                }, noWatch});
+#endif
+#if defined(TEMPO_HAVE_OFI) && defined(TEMPO_HAVE_UCX)
+  // TEMPO_TRANSPORT=auto's default between hosts.
+  t.push_back({"routed_ucx_ofi_tcp", [](int r, int n, uint64_t) -> Result<std::unique_ptr<Endpoint>> {
+                 TEMPO_ASSIGN(auto small, ucx::create(r, n, {.tls = "tcp", .sameHost = {}}));
+                 TEMPO_ASSIGN(auto large, ofi::create("tcp", r, n));
+                 return routed::create(std::move(small), std::move(large), kTestRoutes);
+               }, "its large messages travel over libfabric's tcp;ofi_rxm, which reports nothing when a peer dies"});
 #endif
   return t;
 }
@@ -575,6 +595,77 @@ TEST_P(PeerDeath, PeerThatIsKilledFailsTheRequestsWaitingOnIt) { run(true); }
 
 INSTANTIATE_TEST_SUITE_P(All, PeerDeath, ::testing::ValuesIn(transports()),
                          [](const auto& p) { return p.param.name; });
+
+// A routed endpoint posts a message below the threshold on its small lane and one at or
+// above it on its large lane, except that a pinned tag always takes the small lane, and
+// both sides route alike: rank 1 receives each message directly on the lane rank 0's
+// routed endpoint should have chosen.
+TEST(Routed, LengthChoosesTheLaneAndPinnedTagsStayOnTheSmallOne) {
+  std::vector<std::unique_ptr<Endpoint>> ep;
+  for (int r = 0; r < 2; ++r) {
+    auto made = routedLoopback(r, 2, 0x707e);
+    ASSERT_TRUE(made.ok()) << lastErrorMessage();
+    ep.push_back(std::move(made.value()));
+  }
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ep[size_t(r)]->connect(1 - r, ep[size_t(1 - r)]->address()), Status::Success);
+  const std::vector<Endpoint*> lanes = ep[1]->lanes();
+  ASSERT_EQ(lanes.size(), 2u);
+  struct Message {
+    size_t len;
+    uint64_t tag;
+    size_t lane;
+  };
+  const Message cases[] = {{0, 1, 0},       {100, 2, 0},     {65535, 3, 0},
+                           {65536, 4, 1},   {300000, 5, 1},  {300000, kTestRoutes.pinnedTags | 6, 0}};
+  for (const Message& m : cases) {
+    SCOPED_TRACE(testing::Message() << m.len << " bytes, tag " << std::hex << m.tag);
+    std::vector<uint8_t> out(m.len, uint8_t(m.tag)), in(m.len, 0);
+    Request s, r;
+    ASSERT_EQ(lanes[m.lane]->irecv(0, m.tag, in.data(), in.size(), &r), Status::Success);
+    ASSERT_EQ(ep[0]->isend(1, m.tag, out.data(), out.size(), &s), Status::Success);
+    Deadline d = Deadline::afterSeconds(10);
+    while (!(s.done && r.done) && !d.expired()) {
+      ep[0]->progress();
+      ep[1]->progress();
+    }
+    ASSERT_TRUE(r.done) << "the message did not arrive on lane " << m.lane;
+    EXPECT_EQ(r.status, Status::Success);
+    EXPECT_TRUE(in == out);
+  }
+}
+
+// Point-to-point lengths are the user's: a pinned send longer than its receive, with the two
+// lengths on either side of the threshold, still meets its receive and fails it, where
+// routing by length would have left both waiting forever.
+TEST(Routed, PinnedMismatchedLengthsFailInsteadOfHanging) {
+  std::vector<std::unique_ptr<Endpoint>> ep;
+  for (int r = 0; r < 2; ++r) {
+    auto made = routedLoopback(r, 2, 0x707f);
+    ASSERT_TRUE(made.ok()) << lastErrorMessage();
+    ep.push_back(std::move(made.value()));
+  }
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ep[size_t(r)]->connect(1 - r, ep[size_t(1 - r)]->address()), Status::Success);
+  std::vector<uint8_t> out(200000, 1), in(1000, 0);
+  Request s, r;
+  const uint64_t tag = kTestRoutes.pinnedTags | 9;
+  ASSERT_EQ(ep[1]->irecv(0, tag, in.data(), in.size(), &r), Status::Success);
+  ASSERT_EQ(ep[0]->isend(1, tag, out.data(), out.size(), &s), Status::Success);
+  Deadline d = Deadline::afterSeconds(10);
+  while (!r.done && !d.expired()) {
+    ep[0]->progress();
+    ep[1]->progress();
+  }
+  ASSERT_TRUE(r.done) << "the receive is still waiting";
+  EXPECT_NE(r.status, Status::Success);
+}
+
+TEST(Routed, AddressThatCannotHoldBothLanesIsRejected) {
+  auto made = routedLoopback(0, 2, 0x7080);
+  ASSERT_TRUE(made.ok()) << lastErrorMessage();
+  const std::byte truncated[3] = {std::byte(200), std::byte(0), std::byte(1)};
+  EXPECT_EQ(made.value()->connect(1, truncated), Status::InvalidUsage);
+  EXPECT_EQ(made.value()->connect(1, std::span<const std::byte>(truncated, 1)), Status::InvalidUsage);
+}
 
 #ifdef TEMPO_HAVE_OFI
 // A killed process leaves its libfabric shm regions in /dev/shm, named after its pid; a
