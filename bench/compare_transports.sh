@@ -5,16 +5,20 @@
 #                               [--rounds R] [--iters N] [--warmup W] [--one-host] [build dir]
 #
 # Runs build/bench/<coll>_perf under build/tools/tempo-run once per round (default 3) with
-# each contender, in an order that alternates from round to round:
+# each contender, in an order that rotates from round to round:
 #   ofi   TEMPO_NET_DEFAULT=ofi: libfabric tcp;ofi_rxm
 #   ucx   TEMPO_NET_DEFAULT=ucx: UCX over the transports it selects (tcp between "hosts")
+#   auto  TEMPO_NET_DEFAULT=auto (the default): UCX below TEMPO_NET_LARGE_BYTES, libfabric
+#         from there
 # By default every rank reports a host name of its own (TEMPO_HOSTNAME=host<rank>), so
 # TEMPO_TRANSPORT=auto treats every peer as remote and picks the network transport, as
 # across real hosts. --one-host leaves the ranks on one host and sets TEMPO_TRANSPORT=ofi
-# or ucx instead (libfabric shm against UCX's shared-memory transports).
+# or ucx instead (libfabric shm against UCX's shared-memory transports; no auto column).
 # Variables the transports read (FI_*, UCX_*) pass through. The table shows, per size, the
-# median out-of-place time (us) and busbw (GB/s) of each, and ratio = ofi time / ucx time
-# (above 1: UCX is faster). Results are checked (-c 1) outside the timed loop.
+# median out-of-place time (us) of each and its busbw (GB/s), ofi/ucx = ofi time / ucx
+# time (above 1: UCX is faster) and auto/best = auto's time / the faster one's (1 or
+# below: auto matched the better library). Results are checked (-c 1) outside the timed
+# loop.
 set -euo pipefail
 
 coll=all_reduce
@@ -74,13 +78,14 @@ run_one() {
   fi
 }
 
-echo "# compare_transports.sh: ${coll}_perf over libfabric (ofi) and UCX (ucx), $([ "$onehost" = 1 ] && echo "ranks on one host" || echo "every rank its own host")"
+echo "# compare_transports.sh: ${coll}_perf over libfabric (ofi), UCX (ucx)$([ "$onehost" = 1 ] || echo " and both by size (auto)"), $([ "$onehost" = 1 ] && echo "ranks on one host" || echo "every rank its own host")"
 echo "# sizes $minb..$maxb factor $factor, iters $iters, warmup $warmup, rounds $rounds, float sum; $(ucx_info -v 2>/dev/null | head -1 | sed 's/^# *//') ; $(fi_info --version 2>/dev/null | head -1)"
-tools=(ofi ucx)
+if [ "$onehost" = 1 ]; then tools=(ofi ucx); else tools=(ofi ucx auto); fi
+nt=${#tools[@]}
 for np in $nps; do
   for ((r = 0; r < rounds; r++)); do
-    for ((k = 0; k < 2; k++)); do
-      t=${tools[$(((r + k) % 2))]}
+    for ((k = 0; k < nt; k++)); do
+      t=${tools[$(((r + k) % nt))]}
       run_one "$t" "$np" "$work/raw.$np.$t.$r"
       awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $6, $8 }' "$work/raw.$np.$t.$r" > "$work/v.$np.$t.$r"
     done
@@ -96,8 +101,16 @@ for np in $nps; do
     join "$work/med2" "$work/med3" | sort -k1,1 > "$work/med.$np.$t"
   done
   echo
-  echo "# $coll np=$np: out-of-place time (us) and busbw (GB/s), median of $rounds rounds; ratio = ofi time / ucx time"
-  printf "# %10s  %9s  %9s  %9s  %9s  %7s\n" "size(B)" "ofi us" "ucx us" "ofi GB/s" "ucx GB/s" "ratio"
-  join "$work/med.$np.ofi" "$work/med.$np.ucx" | sort -k1,1n | awk '
-    { r = $4 > 0 ? $2 / $4 : 0; printf "  %10d  %9.2f  %9.2f  %9.2f  %9.2f  %7.2f\n", $1, $2, $4, $3, $5, r }'
+  echo "# $coll np=$np: out-of-place time (us) and busbw (GB/s), median of $rounds rounds"
+  if [ "$nt" = 2 ]; then
+    printf "# %10s  %9s  %9s  %9s  %9s  %7s\n" "size(B)" "ofi us" "ucx us" "ofi GB/s" "ucx GB/s" "ofi/ucx"
+    join "$work/med.$np.ofi" "$work/med.$np.ucx" | sort -k1,1n | awk '
+      { r = $4 > 0 ? $2 / $4 : 0; printf "  %10d  %9.2f  %9.2f  %9.2f  %9.2f  %7.2f\n", $1, $2, $4, $3, $5, r }'
+  else
+    printf "# %10s  %9s  %9s  %9s  %9s  %9s  %9s  %7s  %9s\n" "size(B)" "ofi us" "ucx us" "auto us" \
+      "ofi GB/s" "ucx GB/s" "auto GB/s" "ofi/ucx" "auto/best"
+    join "$work/med.$np.ofi" "$work/med.$np.ucx" | join - "$work/med.$np.auto" | sort -k1,1n | awk '
+      { best = $2 < $4 ? $2 : $4; r = $4 > 0 ? $2 / $4 : 0; a = best > 0 ? $6 / best : 0
+        printf "  %10d  %9.2f  %9.2f  %9.2f  %9.2f  %9.2f  %9.2f  %7.2f  %9.2f\n", $1, $2, $4, $6, $3, $5, $7, r, a }'
+  fi
 done

@@ -17,6 +17,7 @@
 #include "src/core/param.h"
 #include "src/tune/tune.h"
 #include "transports/loopback/loopback.h"
+#include "transports/routed/routed.h"
 #include "transports/shm/shm.h"
 #ifdef TEMPO_HAVE_OFI
 #include "transports/ofi/ofi.h"
@@ -30,8 +31,12 @@ namespace {
 
 // Per-peer transport choices, in the order their addresses are published.
 // kShm is Tempo's own shared-memory transport; kOfiShm, kTcp and kUserProvider are
-// libfabric providers; kUcx is one UCX worker, which picks its transports per peer.
-enum Choice : int { kLoopback = 0, kShm = 1, kOfiShm = 2, kTcp = 3, kUserProvider = 4, kUcx = 5, kChoices = 6 };
+// libfabric providers; kUcx is one UCX worker, which picks its transports per peer;
+// kRouted is a UCX worker and libfabric tcp behind one endpoint that sends each message
+// over the faster of the two for its size (transports/routed).
+enum Choice : int {
+  kLoopback = 0, kShm = 1, kOfiShm = 2, kTcp = 3, kUserProvider = 4, kUcx = 5, kRouted = 6, kChoices = 7
+};
 
 void logBannerOnce() {
   static std::once_flag once;
@@ -54,6 +59,15 @@ Result<std::unique_ptr<transport::Endpoint>> openEndpoint(Choice c, uint64_t com
     return fail(Status::InvalidUsage, "this build of Tempo has no UCX transport (TEMPO_WITH_UCX=OFF)");
 #endif
   }
+  if (c == kRouted) {  // autoNetChoice picks it only where both libraries are built
+    TEMPO_ASSIGN(auto small, openEndpoint(kUcx, commHash, rank, nranks, users, sameHost));
+    TEMPO_ASSIGN(auto large, openEndpoint(kTcp, commHash, rank, nranks, users, sameHost));
+    // Point-to-point lengths are the user's and may disagree between the two sides, so
+    // those messages never split across the two (see routed.h).
+    return transport::routed::create(std::move(small), std::move(large),
+                                     {.largeBytes = uint64_t(param::NetLargeBytes()),
+                                      .pinnedTags = engine::kP2pTagBit});
+  }
 #ifdef TEMPO_HAVE_OFI
   std::string prov = c == kOfiShm ? "shm" : c == kTcp ? "tcp" : param::FiProvider();
   return transport::ofi::create(prov, rank, nranks);
@@ -67,19 +81,38 @@ Result<std::unique_ptr<transport::Endpoint>> openEndpoint(Choice c, uint64_t com
 Result<Choice> autoNetChoice() {
   if (*param::FiProvider()) return kUserProvider;
   if (*param::UcxTls() || *param::UcxNetDevices()) return kUcx;
-  // UCX by default: between emulated hosts here it measured 1.1-1.7x faster than libfabric
-  // tcp up to 256 KiB and 0.7-1.0x from 2 MiB (README, bench/compare_transports.sh).
-  const char* d = param::NetDefault();
-  if (!strcmp(d, "ofi")) return kTcp;
+  constexpr bool haveUcx =
 #ifdef TEMPO_HAVE_UCX
-  if (!strcmp(d, "ucx")) return kUcx;
+      true;
 #else
-  if (!strcmp(d, "ucx")) return kTcp;
+      false;
 #endif
-  return fail(Status::InvalidArgument, "TEMPO_NET_DEFAULT=%s: expected ofi or ucx", d);
+  constexpr bool haveOfi =
+#ifdef TEMPO_HAVE_OFI
+      true;
+#else
+      false;
+#endif
+  // Both by default, each for the sizes it moves faster: between emulated hosts here UCX
+  // measured 1.1-1.7x faster than libfabric tcp up to 256 KiB all-reduces and libfabric
+  // 1.1-1.4x faster from 1 MiB (README, bench/compare_transports.sh).
+  const char* d = param::NetDefault();
+  if (!strcmp(d, "auto")) {
+    // Mismatch detection's first message of a collective (the fingerprint and up to 1 KiB
+    // it carries) is received into a longer buffer than it may need; it must stay below
+    // the threshold, on one side of the split.
+    if (param::NetLargeBytes() < 4096)
+      return fail(Status::InvalidArgument, "TEMPO_NET_LARGE_BYTES=%ld: must be at least 4096",
+                  long(param::NetLargeBytes()));
+    return haveUcx && haveOfi ? kRouted : haveUcx ? kUcx : kTcp;
+  }
+  if (!strcmp(d, "ofi")) return haveOfi ? kTcp : kUcx;
+  if (!strcmp(d, "ucx")) return haveUcx ? kUcx : kTcp;
+  return fail(Status::InvalidArgument, "TEMPO_NET_DEFAULT=%s: expected auto, ucx or ofi", d);
 }
 
-const char* viaName(const transport::Endpoint& ep) {
+const char* viaName(int choice, const transport::Endpoint& ep) {
+  if (choice == kRouted) return "NET/UCX+OFI";
   switch (ep.kind()) {
     case transport::Kind::Loopback: return "P2P/loopback";
     case transport::Kind::Shm: return "SHM";
@@ -257,9 +290,9 @@ Status Communicator::connectTransports(Deadline deadline) {
     const transport::Endpoint& ep = *peerEndpoint_[size_t(p)];
     if (p == (rank_ + 1) % nranks_ || p == (rank_ + nranks_ - 1) % nranks_)
       TEMPO_INFO(log::Init | log::Net, "Channel 00/0 : %d[%d] -> %d[%d] via %s/%s", rank_, device_, p, device_,
-                 viaName(ep), ep.name());
+                 viaName(choice[size_t(p)], ep), ep.name());
     TEMPO_INFO(log::Net, "comm %p rank %d -> rank %d (%s): %s %s", static_cast<void*>(this), rank_, p,
-               peers[size_t(p)].hostname, viaName(ep), ep.describePeer(p).c_str());
+               peers[size_t(p)].hostname, viaName(choice[size_t(p)], ep), ep.describePeer(p).c_str());
   }
   return Status::Success;
 }
@@ -268,27 +301,59 @@ Status Communicator::connectTransports(Deadline deadline) {
 // reached fails init, not the first collective, and transports that connect lazily (UCX
 // wires an endpoint up on its first message) are fully connected while every rank is still
 // alive and progressing. (UCX 1.13 over tcp aborts the process when a peer it was still
-// wiring up to dies: ucp_request_send_state_ff's assertion.) Rank r pairs with r + k and
+// wiring up to dies: ucp_request_send_state_ff's assertion.) An endpoint made of several
+// (transports/routed) carries the message on each of its lanes: libfabric tcp;ofi_rxm
+// connected by a first large message from one side alone, instead of by both sides at
+// once here, then moved 2 MiB all-reduces 15-25% slower. Rank r pairs with r + k and
 // r - k in round k, at most kWindow rounds in flight; each message is the communicator
 // hash, checked on arrival.
 Status Communicator::handshake(Deadline deadline) {
   constexpr int kWindow = 32;
+  constexpr size_t kLanes = transport::Endpoint::kMaxLanes;
   const int n = nranks_;
   if (n <= 1) return Status::Success;
   struct Pair {
-    transport::Request send, recv;
-    uint64_t in = 0;
+    transport::Request send[kLanes], recv[kLanes];
+    uint64_t in[kLanes] = {};
+    size_t lanes = 0;
   };
   std::vector<Pair> pairs(static_cast<size_t>(n));  // by round k (1 .. n-1)
-  auto post = [&](bool send, int peer, Pair& pr) -> Status {
-    transport::Endpoint* ep = peerEndpoint_[size_t(peer)];
-    for (;;) {
-      Status s = send ? ep->isend(peer, engine::kHandshakeTag, &commHash_, sizeof commHash_, &pr.send)
-                      : ep->irecv(peer, engine::kHandshakeTag, &pr.in, sizeof pr.in, &pr.recv);
-      if (s != Status::InProgress) return s;
-      for (auto& e : endpoints_) e->progress();
-      if (deadline.expired()) return fail(Status::SystemError, "rank %d: connecting to rank %d timed out", rank_, peer);
+  std::vector<transport::Endpoint*> everyLane;
+  for (auto& e : endpoints_)
+    for (transport::Endpoint* l : e->lanes()) everyLane.push_back(l);
+  auto progressAll = [&] {
+    for (transport::Endpoint* l : everyLane) l->progress();
+  };
+  // Posts round `pr`'s receive from `from` and send to `to` on every lane (the two peers'
+  // endpoints have the same lanes: both sides chose the transports by the same rule).
+  auto post = [&](int from, int to, Pair& pr) -> Status {
+    const std::vector<transport::Endpoint*> in = peerEndpoint_[size_t(from)]->lanes();
+    const std::vector<transport::Endpoint*> out = peerEndpoint_[size_t(to)]->lanes();
+    if (in.size() != out.size() || in.size() > kLanes)
+      return fail(Status::InternalError, "rank %d: ranks %d and %d are reached over %zu and %zu lanes", rank_, from,
+                  to, in.size(), out.size());
+    pr.lanes = in.size();
+    for (size_t l = 0; l < pr.lanes; ++l) {
+      for (int dir = 0; dir < 2; ++dir) {
+        for (;;) {
+          Status s = dir == 0 ? in[l]->irecv(from, engine::kHandshakeTag, &pr.in[l], sizeof pr.in[l], &pr.recv[l])
+                              : out[l]->isend(to, engine::kHandshakeTag, &commHash_, sizeof commHash_, &pr.send[l]);
+          if (s != Status::InProgress) {
+            TEMPO_TRY(s);
+            break;
+          }
+          progressAll();
+          if (deadline.expired())
+            return fail(Status::SystemError, "rank %d: connecting to rank %d timed out", rank_, dir ? to : from);
+        }
+      }
     }
+    return Status::Success;
+  };
+  auto finished = [](const Pair& pr) {
+    for (size_t l = 0; l < pr.lanes; ++l)
+      if (!pr.send[l].done || !pr.recv[l].done) return false;
+    return true;
   };
   int posted = 1, done = 1;  // rounds
   // On failure the transports must forget the requests before `pairs` goes.
@@ -302,20 +367,20 @@ Status Communicator::handshake(Deadline deadline) {
   } guard{endpoints_};
   while (done < n) {
     while (posted < n && posted - done < kWindow) {
-      Pair& pr = pairs[size_t(posted)];
-      TEMPO_TRY(post(false, (rank_ + n - posted) % n, pr));
-      TEMPO_TRY(post(true, (rank_ + posted) % n, pr));
+      TEMPO_TRY(post((rank_ + n - posted) % n, (rank_ + posted) % n, pairs[size_t(posted)]));
       ++posted;
     }
-    for (auto& e : endpoints_) e->progress();
-    for (; done < posted && pairs[size_t(done)].send.done && pairs[size_t(done)].recv.done; ++done) {
+    progressAll();
+    for (; done < posted && finished(pairs[size_t(done)]); ++done) {
       const Pair& pr = pairs[size_t(done)];
       const int from = (rank_ + n - done) % n;
-      if (!ok(pr.send.status) || !ok(pr.recv.status))
-        return fail(ok(pr.send.status) ? pr.recv.status : pr.send.status,
-                    "rank %d: the first messages with ranks %d and %d failed", rank_, (rank_ + done) % n, from);
-      if (pr.in != commHash_)
-        return fail(Status::InvalidUsage, "rank %d: rank %d answered for another communicator", rank_, from);
+      for (size_t l = 0; l < pr.lanes; ++l) {
+        if (!ok(pr.send[l].status) || !ok(pr.recv[l].status))
+          return fail(ok(pr.send[l].status) ? pr.recv[l].status : pr.send[l].status,
+                      "rank %d: the first messages with ranks %d and %d failed", rank_, (rank_ + done) % n, from);
+        if (pr.in[l] != commHash_)
+          return fail(Status::InvalidUsage, "rank %d: rank %d answered for another communicator", rank_, from);
+      }
     }
     if (deadline.expired()) {
       const int from = (rank_ + n - done) % n, to = (rank_ + done) % n;

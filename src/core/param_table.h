@@ -46,9 +46,14 @@ TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
             "TEMPO_NET_DEFAULT), shm (Tempo's shm for every peer, which must share this host), ofi "
             "(libfabric for every peer: shm on one host, tcp across hosts), ucx (UCX for every peer, over "
             "the transports UCX selects), loopback")
-TEMPO_PARAM(NetDefault, "TEMPO_NET_DEFAULT", Str, "ucx",
+TEMPO_PARAM(NetDefault, "TEMPO_NET_DEFAULT", Str, "auto",
             "TEMPO_TRANSPORT=auto's choice for peers on other hosts when neither FI_PROVIDER nor UCX_TLS/"
-            "UCX_NET_DEVICES names one: ucx (where built; else ofi) or ofi (libfabric tcp)")
+            "UCX_NET_DEVICES names one: auto (UCX for messages below TEMPO_NET_LARGE_BYTES and for "
+            "point-to-point calls, libfabric tcp for larger collective messages; where only one of the two "
+            "is built, that one), ucx, or ofi (libfabric tcp)")
+TEMPO_PARAM(NetLargeBytes, "TEMPO_NET_LARGE_BYTES", Int, "262144",
+            "TEMPO_NET_DEFAULT=auto: collective messages between hosts of at least this many bytes travel "
+            "over libfabric tcp, shorter ones over UCX")
 TEMPO_PARAM(ShmEager, "TEMPO_SHM_EAGER", Int, "-1",
             "Tempo's shm: messages up to this many bytes (at most 131008) travel inline through the "
             "shared ring, copied in by the sender and out by the receiver; larger ones are moved once, "

@@ -92,7 +92,8 @@ namespace {
 // Over Tempo's shm a large message is one process_vm_readv by the receiver, and each call
 // costs ~7 us before it copies a byte (measured: 4 MiB in one call 157 us, in 256 KiB
 // pieces 277 us; 64 MiB 5.2 ms in 4 MiB pieces, 6.7 ms in 256 KiB ones), so its messages
-// go up to 4 MiB. Other transports: 512 KiB (1 MiB over libfabric's tcp; 256 KiB over UCX's
+// go up to 4 MiB. Other transports: 512 KiB (1 MiB over libfabric's tcp, which also carries
+// the large messages of the routed endpoint TEMPO_NET_DEFAULT=auto opens; 256 KiB over UCX's
 // network transports, measured between two emulated hosts: all_reduce_perf 16 MiB in
 // 8.2 ms with 256 KiB messages, 8.9 with 128 KiB, 14.1 with 512 KiB, 16.6 with 1 MiB).
 uint64_t chunkCap(const Context& ctx) {

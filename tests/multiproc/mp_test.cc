@@ -33,14 +33,18 @@ int freePort() {
   return ntohs(a.sin_port);
 }
 
-// Runs `n` workers with `extraEnv`; returns their exit codes (-1: killed on timeout).
+// Runs `n` workers with `extraEnv`, in which "%r" stands for the worker's rank; returns
+// their exit codes (-1: killed on timeout).
 std::vector<int> runWorkers(int n, const std::vector<std::string>& extraEnv, int timeoutSec) {
   std::string commId = "NCCL_COMM_ID=127.0.0.1:" + std::to_string(freePort());
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(n), commId,
                                     "PATH=/usr/bin:/bin"};
-    for (const auto& e : extraEnv) env.push_back(e);
+    for (std::string e : extraEnv) {
+      if (size_t at = e.find("%r"); at != std::string::npos) e.replace(at, 2, std::to_string(r));
+      env.push_back(e);
+    }
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -78,8 +82,10 @@ void expectAllSucceed(const std::vector<int>& codes) {
 }
 
 struct Case {
-  // "shm" (Tempo's), a libfabric provider ("ofi_shm", "tcp"), or UCX with the transports it
-  // picks ("ucx") or over tcp only ("ucx_tcp").
+  // "shm" (Tempo's), a libfabric provider ("ofi_shm", "tcp"), UCX with the transports it
+  // picks ("ucx") or over tcp only ("ucx_tcp"), or "routed": every rank a host of its own
+  // and TEMPO_TRANSPORT=auto's default between hosts, UCX for small messages and libfabric
+  // tcp for large ones, split at 4 KiB so that most cases cross it.
   const char* transport;
   int nranks;
   const char* extraEnv;  // e.g. the shm protocol under test
@@ -95,6 +101,7 @@ std::vector<std::string> envFor(const Case& c, const char* mode) {
   if (t == "shm") env.push_back("TEMPO_TRANSPORT=shm");
   else if (t == "ucx") env.push_back("TEMPO_TRANSPORT=ucx");
   else if (t == "ucx_tcp") env.insert(env.end(), {"TEMPO_TRANSPORT=ucx", "UCX_TLS=tcp"});
+  else if (t == "routed") env.insert(env.end(), {"TEMPO_HOSTNAME=host%r", "TEMPO_NET_LARGE_BYTES=4096"});
   else env.push_back("FI_PROVIDER=" + (t == "ofi_shm" ? std::string("shm") : t));
   if (*c.extraEnv) env.push_back(c.extraEnv);
   return env;
@@ -127,7 +134,8 @@ INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcess,
 #ifdef TEMPO_MP_UCX
 INSTANTIATE_TEST_SUITE_P(Ucx, MultiProcess,
                          // UCX over the shared-memory transports it picks on one host, and over tcp.
-                         ::testing::Values(Case{"ucx", 2, "", ""}, Case{"ucx", 4, "", ""}, Case{"ucx_tcp", 3, "", ""}),
+                         ::testing::Values(Case{"ucx", 2, "", ""}, Case{"ucx", 4, "", ""}, Case{"ucx_tcp", 3, "", ""},
+                                           Case{"routed", 3, "", ""}),
                          caseName);
 #endif
 
@@ -147,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(All, MultiProcessCollectives,
                                            Case{"tcp", 3, "", ""}
 #ifdef TEMPO_MP_UCX
                                            ,
-                                           Case{"ucx", 3, "", ""}, Case{"ucx", 4, "", ""}, Case{"ucx_tcp", 3, "", ""}
+                                           Case{"ucx", 3, "", ""}, Case{"ucx", 4, "", ""}, Case{"ucx_tcp", 3, "", ""},
+                                           Case{"routed", 3, "", ""}
 #endif
                                            ),
                          caseName);
@@ -155,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(All, MultiProcessCollectives,
 // Every transport built, for the fault cases.
 std::vector<const char*> faultTransports() {
 #ifdef TEMPO_MP_UCX
-  return {"shm", "ofi_shm", "tcp", "ucx", "ucx_tcp"};
+  return {"shm", "ofi_shm", "tcp", "ucx", "ucx_tcp", "routed"};
 #else
   return {"shm", "ofi_shm", "tcp"};
 #endif
