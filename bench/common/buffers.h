@@ -24,6 +24,8 @@ class HostBuffer {
 
   bool ok() const { return alloc_ != nullptr; }
   size_t allocatedBytes() const { return allocBytes_; }
+  // The whole allocation, guards included (what -R registers).
+  unsigned char* allocation() const { return alloc_; }
   // Start of the region collectives use, `unalignBytes` past the aligned base.
   unsigned char* data(size_t unalignBytes) const { return base_ + unalignBytes; }
 

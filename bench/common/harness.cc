@@ -133,6 +133,13 @@ int execute(Run& run, size_t rss0) {
     }
   }
   const size_t rss2 = residentBytes();
+  // -R: every local rank registers its two buffers for the whole run.
+  std::vector<void*> registered;
+  for (int i = 0; o.localRegister && i < run.nLocal; ++i)
+    for (const HostBuffer* b : {&run.send[size_t(i)], &run.recv[size_t(i)]}) {
+      registered.push_back(nullptr);
+      BENCH_NCCL(ncclCommRegister(run.comms[size_t(i)], b->allocation(), b->allocatedBytes(), &registered.back()));
+    }
 
   std::vector<std::vector<ncclComm_t>> byThread(size_t(o.nThreads));
   for (int t = 0; t < o.nThreads; ++t)
@@ -170,6 +177,7 @@ int execute(Run& run, size_t rss0) {
     localBad |= ts->localWrong || ts->localOob;
   }
   const int64_t oob = run.threads[0]->failedTests + run.threads[0]->outOfBounds;
+  for (size_t k = 0; k < registered.size(); ++k) BENCH_NCCL(ncclCommDeregister(run.comms[k / 2], registered[k]));
   for (ncclComm_t c : run.comms) BENCH_NCCL(ncclCommDestroy(c));
 
   std::string memLine;

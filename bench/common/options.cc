@@ -111,7 +111,7 @@ void usage(const char* prog) {
       "[-S,--report_timestamps <0/1> report timestamps (default 0)] \n\t"
       "[-J,--output_file <file> write output to filepath, if accessible. Infer type from suffix (only json supported presently.)] \n\t"
       "[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n\t"
-      "[-R,--local_register <0/1/2>] (ignored: host memory) \n\t"
+      "[-R,--local_register <0/1/2>] register send/recv buffers with ncclCommRegister (2: as 1) \n\t"
       "[-x,--cta_policy <0/1/2>] (ignored) \n\t"
       "[-D,--device_implementation <n>] (ignored) \n\t"
       "[-V,--device_cta_count <n>] (ignored) \n\t"
@@ -181,7 +181,12 @@ ParseResult parseOptions(int argc, char** argv, const ToolInfo& tool, Options* o
       case 'u': if (!parseInt(a, 0, 1L << 20, &v)) return bad(c, a); o->unalign = size_t(v); break;
       case 'J': o->jsonPath = a; break;
       case 'G': ignore(c, "no graph capture for host memory"); break;
-      case 'R': ignore(c, "no registration for host memory"); break;
+      case 'R':
+        if (!parseInt(a, 0, 2, &v)) return bad(c, a);
+        if (tool.mpiPeer) ignore(c, "MPI has no buffer registration");
+        else if (v == 2) ignore(c, "symmetric (window) registration is not implemented; -R 2 registers locally, as -R 1");
+        o->localRegister = int(v);
+        break;
       case 'x': ignore(c, "no CTAs for host memory"); break;
       case 'D': ignore(c, "no device API for host memory"); break;
       case 'V': ignore(c, "no device API for host memory"); break;

@@ -35,6 +35,7 @@ struct Options {
   int reportTimestamps = 0;            // -S
   int memoryReport = 0;                // -M
   size_t unalign = 0;                  // -u, in elements
+  int localRegister = 0;               // -R: 1 (and 2) ncclCommRegister the send/recv buffers
   std::string jsonPath;                // -J
   std::vector<std::string> notes;      // "# ..." lines for the preamble (ignored options)
 

@@ -154,7 +154,7 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
     if (!handle) return fail(Status::InvalidArgument, "ncclCommRegister: handle is NULL");
     if (!buff || size == 0)
       return fail(Status::InvalidArgument, "ncclCommRegister: buffer %p of %zu bytes is empty", buff, size);
-    TEMPO_ASSIGN(*handle, c->registrations().add(buff, size));
+    TEMPO_ASSIGN(*handle, c->registerBuffer(buff, size));
     return Status::Success;
   });
 }
@@ -162,7 +162,7 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
   return guarded([&]() -> Status {
     TEMPO_ASSIGN(comm::Pin c, liveComm(comm, "ncclCommDeregister"));
-    return c->registrations().remove(handle);
+    return c->deregisterBuffer(handle);
   });
 }
 

@@ -559,6 +559,22 @@ Result<Communicator::SplitTarget> Communicator::growExchange(int nranks, const b
   return t;
 }
 
+Result<void*> Communicator::registerBuffer(void* buff, size_t size) {
+  TEMPO_ASSIGN(void* handle, registrations_.add(buff, size));
+  Status st = engine_->userRegions().add(handle, buff, size);
+  if (!ok(st)) {
+    (void)registrations_.remove(handle);
+    return st;
+  }
+  return handle;
+}
+
+Status Communicator::deregisterBuffer(void* handle) {
+  TEMPO_TRY(registrations_.remove(handle));
+  engine_->userRegions().remove(handle);
+  return Status::Success;
+}
+
 Communicator::~Communicator() {
   worker_.stop();  // a nonblocking job uses everything below
   engine_.reset();

@@ -122,8 +122,12 @@ class Communicator : public engine::Liveness {
   Result<engine::Op*> prepareP2p(std::span<const CollArgs> calls);
   void release(engine::Op* op);
   engine::Engine& engine() { return *engine_; }
-  // ncclCommRegister / ncclCommDeregister handles; freed with the communicator.
-  mem::Registrations& registrations() { return registrations_; }
+  // ncclCommRegister / ncclCommDeregister: a handle for [buff, buff + size), registered
+  // with every transport endpoint so that transfers on it name the region (see
+  // engine::UserRegions). Handles still held are released with the communicator.
+  Result<void*> registerBuffer(void* buff, size_t size);
+  // InvalidArgument for a handle this communicator did not hand out, or already took back.
+  Status deregisterBuffer(void* handle);
   // ncclRedOpCreatePreMulSum / ncclRedOpDestroy, and the lookup collectives make.
   Result<int> createPreMulSum(const void* scalar, DataType type, bool deviceResident);
   Status destroyRedOp(int op);

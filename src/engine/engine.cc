@@ -54,7 +54,7 @@ Engine::Engine(int rank, int nranks, std::vector<transport::Endpoint*> peerEndpo
                std::vector<transport::Endpoint*> endpoints, std::span<std::byte> scratch,
                Liveness* liveness)
     : rank_(rank), nranks_(nranks), peerEndpoint_(std::move(peerEndpoint)),
-      endpoints_(std::move(endpoints)), scratch_(scratch), liveness_(liveness) {
+      endpoints_(std::move(endpoints)), scratch_(scratch), userRegions_(endpoints_), liveness_(liveness) {
   maxPosted_ = kMaxPosted;
   for (transport::Endpoint* ep : endpoints_) maxPosted_ = std::min(maxPosted_, ep->maxOutstanding());
   reqs_.resize(size_t(maxPosted_));
@@ -143,11 +143,16 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       transport::Request& req = reqs_[slot];
       req.reset();
       transport::Endpoint* ep = peerEndpoint_[size_t(s.peer)];
-      if ((isSend ? s.src : s.dst).buf == algo::BufId::Scratch) req.region = scratchRegion(ep);
+      const algo::Loc& loc = isSend ? s.src : s.dst;
+      std::byte* buf = resolve(op, loc);
+      if (loc.buf == algo::BufId::Scratch) {
+        req.region = scratchRegion(ep);
+      } else if (userRegions_.size() != 0) {
+        req.region = userRegions_.find(ep, buf, s.bytes);
+        op.record.registeredTransfers += req.region != nullptr;
+      }
       uint64_t tag = tagOf(op, s.msg);
-      Status st = isSend
-                      ? ep->isend(s.peer, tag, resolve(op, s.src), s.bytes, &req)
-                      : ep->irecv(s.peer, tag, resolve(op, s.dst), s.bytes, &req);
+      Status st = isSend ? ep->isend(s.peer, tag, buf, s.bytes, &req) : ep->irecv(s.peer, tag, buf, s.bytes, &req);
       if (st == Status::InProgress) {  // the transport is momentarily full: retry later
         freeReqs_.push_back(slot);
         return Start::Deferred;

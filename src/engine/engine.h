@@ -26,6 +26,7 @@
 #include "src/algo/plan.h"
 #include "src/core/dtype.h"
 #include "src/core/status.h"
+#include "src/engine/regions.h"
 #include "transports/transport.h"
 
 namespace tempo::engine {
@@ -59,6 +60,7 @@ struct OpRecord {
   uint64_t bytes = 0;      // user payload bytes (count x type size)
   CollKind coll = CollKind::AllReduce;
   Status status = Status::Success;
+  uint32_t registeredTransfers = 0;  // transfers on user buffers that named a UserRegions region
 };
 
 // A bounded ring of the most recent records. One writer (the engine); readers take
@@ -182,6 +184,8 @@ class Engine {
   // status as the cause (see Op::causeKnown).
   void abort(Status why, bool causeKnown = false);
 
+  // The buffers registered with the communicator (ncclCommRegister); safe from any thread.
+  UserRegions& userRegions() { return userRegions_; }
   const RecordRing& records() const { return records_; }
   uint64_t nextSeq() const { return nextSeq_; }
   int outstandingLimit() const { return maxPosted_; }
@@ -211,6 +215,7 @@ class Engine {
   // into and out of scratch name it, so UCX need not register or look it up per call.
   std::vector<std::unique_ptr<transport::MemRegion>> scratchRegions_;
   const transport::MemRegion* scratchRegion(const transport::Endpoint* ep) const;
+  UserRegions userRegions_;  // after endpoints_, which it refers to
   // FIFO of submitted ops, without per-push allocation: a vector whose capacity is
   // kept, emptied whenever the last op leaves.
   class OpQueue {

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "src/comm/registry.h"
 #include "tests/coll/coll_fixture.h"
 
 namespace tempo::testing {
@@ -62,6 +64,39 @@ TEST(CommRegister, HandlesBelongToTheirCommunicator) {
   EXPECT_EQ(ncclCommDeregister(a[0], h), ncclInvalidArgument) << "deregistered twice";
   // Registrations still held at destroy are released with the communicator.
   ASSERT_EQ(ncclCommRegister(a[0], buf, sizeof buf, &h), ncclSuccess);
+}
+
+// Transfers from and into a registered buffer name the transports' region for it (the
+// engine counts them per collective); once deregistered, they no longer do.
+TEST(CommRegister, TransfersOnRegisteredBuffersNameTheirRegion) {
+  CommWorld w(2, "loopback");
+  ASSERT_TRUE(w.ok()) << w.error();
+  constexpr size_t kCount = 1 << 18;
+  std::vector<std::vector<float>> in(2, std::vector<float>(kCount, 1.0f)), out(2, std::vector<float>(kCount));
+  auto lastRecord = [&](int r) { return comm::registry::find(w[r])->engine().records().recent(0); };
+  auto allReduce = [&] {
+    return w.inGroup([&](int r) {
+      return ncclAllReduce(in[size_t(r)].data(), out[size_t(r)].data(), kCount, ncclFloat32, ncclSum, w[r], nullptr);
+    });
+  };
+  ASSERT_EQ(allReduce(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(lastRecord(r).registeredTransfers, 0u) << "nothing registered yet";
+
+  void* h[2][2] = {};
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(ncclCommRegister(w[r], in[size_t(r)].data(), kCount * sizeof(float), &h[r][0]), ncclSuccess);
+    ASSERT_EQ(ncclCommRegister(w[r], out[size_t(r)].data(), kCount * sizeof(float), &h[r][1]), ncclSuccess);
+  }
+  ASSERT_EQ(allReduce(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GT(lastRecord(r).registeredTransfers, 0u) << "rank " << r;
+    EXPECT_EQ(out[size_t(r)][kCount - 1], 2.0f);
+  }
+
+  for (int r = 0; r < 2; ++r)
+    for (void* handle : h[r]) ASSERT_EQ(ncclCommDeregister(w[r], handle), ncclSuccess);
+  ASSERT_EQ(allReduce(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(lastRecord(r).registeredTransfers, 0u) << "deregistered";
 }
 
 }  // namespace

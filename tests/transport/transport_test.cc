@@ -422,6 +422,40 @@ TEST_P(Transport, RegistrationAndDeregistrationUnderLoad) {
   }
 }
 
+// Several regions live at once on one endpoint, as when a communicator holds its scratch
+// and the user's registered buffers; each serves the transfers on its buffer. (libfabric's
+// tcp and shm refuse a second registration under a key already in use.)
+TEST_P(Transport, ManyRegionsAtOnce) {
+  constexpr int kBuffers = 8;
+  constexpr size_t kBytes = 100000;
+  std::vector<std::vector<uint8_t>> out(kBuffers), in(kBuffers);
+  std::vector<std::unique_ptr<MemRegion>> regions;
+  std::vector<Request> s(kBuffers), r(kBuffers);
+  for (int b = 0; b < kBuffers; ++b) {
+    out[size_t(b)].assign(kBytes, uint8_t(b + 1));
+    in[size_t(b)].assign(kBytes, 0);
+    auto outRegion = ep_[0]->registerMemory(out[size_t(b)].data(), kBytes);
+    auto inRegion = ep_[1]->registerMemory(in[size_t(b)].data(), kBytes);
+    ASSERT_TRUE(outRegion.ok() && inRegion.ok()) << "buffer " << b << ": " << lastErrorMessage();
+    s[size_t(b)].region = outRegion.value().get();
+    r[size_t(b)].region = inRegion.value().get();
+    regions.push_back(std::move(outRegion.value()));
+    regions.push_back(std::move(inRegion.value()));
+  }
+  std::vector<Request*> all;
+  for (int b = 0; b < kBuffers; ++b) {
+    recv(1, 30 + uint64_t(b), in[size_t(b)].data(), kBytes, &r[size_t(b)]);
+    send(0, 30 + uint64_t(b), out[size_t(b)].data(), kBytes, &s[size_t(b)]);
+    all.push_back(&s[size_t(b)]);
+    all.push_back(&r[size_t(b)]);
+  }
+  ASSERT_TRUE(drive(all));
+  for (int b = 0; b < kBuffers; ++b) {
+    ASSERT_EQ(r[size_t(b)].status, Status::Success) << lastErrorMessage();
+    EXPECT_TRUE(in[size_t(b)] == out[size_t(b)]) << "buffer " << b;
+  }
+}
+
 TEST_P(Transport, TooLongAMessageFailsTheReceive) {
   std::vector<uint8_t> out(100, 1), in(10, 0);
   Request s, r;

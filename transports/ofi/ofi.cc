@@ -10,6 +10,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +151,10 @@ class OfiEndpoint final : public Endpoint {
   // Declaration order is teardown order reversed: the endpoint closes first.
   FidPtr<fid_fabric> fabric_;
   FidPtr<fid_domain> domain_;
+  // Providers that do not choose keys themselves (no FI_MR_PROV_KEY, as tcp and shm in
+  // libfabric 1.17) refuse a requested key already in use (-FI_ENOKEY): each
+  // registration asks for a fresh one.
+  std::atomic<uint64_t> nextMrKey_{1};
   FidPtr<fid_av> av_;
   FidPtr<fid_cq> cq_;
   FidPtr<fid_ep> ep_;
@@ -279,7 +284,8 @@ int OfiEndpoint::progress() {
 Result<std::unique_ptr<MemRegion>> OfiEndpoint::registerMemory(void* buf, size_t len) {
   if (!domain_) return fail(Status::InternalError, "ofi: registration on a closed endpoint");
   fid_mr* mr = nullptr;
-  int rc = fi_mr_reg(domain_.get(), buf, len, FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr);
+  const uint64_t key = nextMrKey_.fetch_add(1, std::memory_order_relaxed);
+  int rc = fi_mr_reg(domain_.get(), buf, len, FI_SEND | FI_RECV, 0, key, 0, &mr, nullptr);
   if (rc) return ofiFail("fi_mr_reg", rc);
   return std::unique_ptr<MemRegion>(std::make_unique<OfiRegion>(mr));
 }
