@@ -1,0 +1,182 @@
+// src/topo: hostlists, Slurm switch maps, rank placement and locality-aware rings, on the
+// fixtures in tests/fixtures (two- and three-level fat trees).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "src/topo/hostlist.h"
+#include "src/topo/locality.h"
+#include "src/topo/switch_map.h"
+
+namespace tempo::topo {
+namespace {
+
+const std::string kFixtures = TEMPO_FIXTURES;
+
+std::vector<std::string> hosts(std::string_view expr) {
+  auto h = expandHostlist(expr);
+  EXPECT_TRUE(h.ok()) << expr;
+  return h.ok() ? h.value() : std::vector<std::string>{};
+}
+
+TEST(Hostlist, ExpandsRangesListsAndProductsInWrittenOrder) {
+  EXPECT_EQ(hosts("node[01-04]"), (std::vector<std::string>{"node01", "node02", "node03", "node04"}));
+  EXPECT_EQ(hosts("node[01-02,10]"), (std::vector<std::string>{"node01", "node02", "node10"}));
+  EXPECT_EQ(hosts("n[8-10]"), (std::vector<std::string>{"n8", "n9", "n10"}));
+  EXPECT_EQ(hosts("a,b[1-2]"), (std::vector<std::string>{"a", "b1", "b2"}));
+  EXPECT_EQ(hosts("r[1-2]-n[1-2]"), (std::vector<std::string>{"r1-n1", "r1-n2", "r2-n1", "r2-n2"}));
+  EXPECT_EQ(hosts("gpu[000-063]").size(), 64u);
+  EXPECT_EQ(hosts("gpu[000-063]").back(), "gpu063");
+  EXPECT_EQ(hosts("plain"), (std::vector<std::string>{"plain"}));
+}
+
+TEST(Hostlist, RefusesMalformedExpressions) {
+  for (const char* bad : {"node[1-4", "node1-4]", "node[]", "node[a-b]", "node[4-1]", "a,,b", "", "n[1-[2]]",
+                          "n[0-99999999]", "a[0-999]b[0-9999]"}) {
+    auto h = expandHostlist(bad);
+    EXPECT_EQ(h.status(), Status::InvalidArgument) << bad;
+    EXPECT_NE(std::string(lastErrorMessage()).find("hostlist"), std::string::npos) << bad;
+  }
+}
+
+TEST(SwitchMap, ReadsTheTwoLevelFixture) {
+  auto m = loadSwitchMap(kFixtures + "/slurm/two-level.conf");
+  ASSERT_TRUE(m.ok()) << lastErrorMessage();
+  EXPECT_EQ(m->switches.size(), 5u);
+  EXPECT_EQ(m->height(), 1);
+  EXPECT_EQ(m->leafOf.size(), 16u);
+  const std::vector<int> path = m->pathOf("node06");
+  ASSERT_EQ(path.size(), 2u);
+  EXPECT_EQ(m->switches[size_t(path[0])].name, "leaf1");
+  EXPECT_EQ(m->switches[size_t(path[1])].name, "spine0");
+  EXPECT_EQ(m->switches[size_t(path[1])].level, 1);
+  EXPECT_TRUE(m->pathOf("node17").empty());
+}
+
+TEST(SwitchMap, ReadsTheThreeLevelFixture) {
+  auto m = loadSwitchMap(kFixtures + "/slurm/three-level.conf");
+  ASSERT_TRUE(m.ok()) << lastErrorMessage();
+  EXPECT_EQ(m->height(), 2);
+  EXPECT_EQ(m->leafOf.size(), 64u);
+  const std::vector<int> path = m->pathOf("gpu037");
+  ASSERT_EQ(path.size(), 3u);
+  EXPECT_EQ(m->switches[size_t(path[0])].name, "leaf4");
+  EXPECT_EQ(m->switches[size_t(path[1])].name, "pod1");
+  EXPECT_EQ(m->switches[size_t(path[2])].name, "core");
+}
+
+TEST(SwitchMap, AcceptsCommentsCaseAndLinkSpeed) {
+  auto m = parseSwitchMap("# c\n\n  switchname=s1 nodes=a,b LinkSpeed=100 # tail\nSWITCHNAME=top SWITCHES=s1\n", "t");
+  ASSERT_TRUE(m.ok()) << lastErrorMessage();
+  EXPECT_EQ(m->pathOf("b").size(), 2u);
+}
+
+TEST(SwitchMap, RefusesWhatSlurmWouldRefuseNamingTheLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"SwitchName=a Nodes=x\nSwitchName=a Nodes=y\n", "t:2: switch 'a' is defined twice"},
+      {"SwitchName=a Nodes=x\nSwitchName=b Nodes=x\n", "t:2: host 'x' is under both 'a' and 'b'"},
+      {"SwitchName=top Switches=leaf9\n", "t:1: switch 'leaf9' is never defined"},
+      {"Nodes=x\n", "t:1: a line without SwitchName="},
+      {"SwitchName=a Colour=red\n", "t:1: unknown key 'Colour'"},
+      {"SwitchName=a Nodes\n", "t:1: 'Nodes' is not KEY=VALUE"},
+      {"SwitchName=a Nodes=n[2-1]\n", "hostlist 'n[2-1]'"},
+      {"SwitchName=l Nodes=x\nSwitchName=p Switches=l\nSwitchName=q Switches=l\n", "'l' is under both 'p' and 'q'"},
+      {"SwitchName=a Switches=b\nSwitchName=b Switches=a\n", "cycle"},
+  };
+  for (const auto& [text, why] : cases) {
+    auto m = parseSwitchMap(text, "t");
+    EXPECT_EQ(m.status(), Status::InvalidArgument) << text;
+    EXPECT_NE(std::string(lastErrorMessage()).find(why), std::string::npos) << lastErrorMessage();
+  }
+  EXPECT_EQ(loadSwitchMap(kFixtures + "/slurm/missing.conf").status(), Status::SystemError);
+}
+
+// Ranks numbered round-robin across the leaves (rank r on host (r % L) * perLeaf + r / L),
+// one rank per host: the rank-order ring crosses the spine on every hop.
+std::vector<std::string> roundRobin(const SwitchMap& m, int nhosts) {
+  std::vector<std::string> leafHosts[64];
+  int leaves = 0;
+  for (const auto& s : m.switches)
+    if (!s.hosts.empty()) leafHosts[leaves++] = s.hosts;
+  std::vector<std::string> hostOfRank;
+  const int perLeaf = nhosts / leaves;
+  for (int r = 0; r < nhosts; ++r) hostOfRank.push_back(leafHosts[r % leaves][size_t(r / leaves % perLeaf)]);
+  return hostOfRank;
+}
+
+TEST(LocalityRing, HasTheMinimalCrossingsAtEveryLevelOnTheTwoLevelTree) {
+  auto m = loadSwitchMap(kFixtures + "/slurm/two-level.conf");
+  ASSERT_TRUE(m.ok());
+  const Locality loc = placeRanks(roundRobin(m.value(), 16), &m.value());
+  ASSERT_EQ(loc.levels(), 3);
+  EXPECT_EQ(loc.levelNames, (std::vector<std::string>{"host", "leaf", "spine"}));
+  std::vector<int> rankOrder(16);
+  for (int r = 0; r < 16; ++r) rankOrder[size_t(r)] = r;
+  EXPECT_EQ(ringCrossings(rankOrder, loc), (std::vector<int>{16, 16, 0})) << "every hop changes leaf";
+  const std::vector<int> ring = localityRing(loc);
+  EXPECT_EQ(ringCrossings(ring, loc), (std::vector<int>{16, 4, 0}));
+  EXPECT_EQ(ringCrossings(ring, loc), minimalCrossings(loc));
+  EXPECT_EQ(ring.front(), 0);
+  EXPECT_EQ(ring[1], 4) << "rank 4 is the next host on rank 0's leaf";
+}
+
+TEST(LocalityRing, HasTheMinimalCrossingsOnTheThreeLevelTreeWithSeveralRanksPerHost) {
+  auto m = loadSwitchMap(kFixtures + "/slurm/three-level.conf");
+  ASSERT_TRUE(m.ok());
+  // 64 hosts round-robin over the leaves, 2 ranks per host, the second half numbered after
+  // the first, so a host's two ranks are 64 apart.
+  std::vector<std::string> hostOfRank = roundRobin(m.value(), 64);
+  const std::vector<std::string> first = hostOfRank;
+  hostOfRank.insert(hostOfRank.end(), first.begin(), first.end());
+  const Locality loc = placeRanks(hostOfRank, &m.value());
+  ASSERT_EQ(loc.levels(), 4);
+  EXPECT_EQ(loc.levelNames, (std::vector<std::string>{"host", "leaf", "agg1", "spine"}));
+  const std::vector<int> ring = localityRing(loc);
+  EXPECT_EQ(ringCrossings(ring, loc), (std::vector<int>{64, 8, 2, 0}));
+  EXPECT_EQ(ringCrossings(ring, loc), minimalCrossings(loc));
+  std::vector<int> sorted = ring;
+  std::sort(sorted.begin(), sorted.end());
+  for (int r = 0; r < 128; ++r) ASSERT_EQ(sorted[size_t(r)], r) << "a permutation of the ranks";
+}
+
+TEST(LocalityRing, KeepsRankOrderWhenRanksAreNumberedAlongTheHierarchy) {
+  auto m = loadSwitchMap(kFixtures + "/slurm/two-level.conf");
+  ASSERT_TRUE(m.ok());
+  std::vector<std::string> hostOfRank;
+  for (int r = 0; r < 16; ++r) hostOfRank.push_back((r < 9 ? "node0" : "node") + std::to_string(r + 1));
+  const std::vector<int> ring = localityRing(placeRanks(hostOfRank, &m.value()));
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(ring[size_t(r)], r);
+}
+
+TEST(LocalityRing, WithoutASwitchMapGroupsRanksByHost) {
+  const std::vector<std::string> hostOfRank{"a", "b", "a", "b", "c"};
+  const Locality loc = placeRanks(hostOfRank, nullptr);
+  ASSERT_EQ(loc.levels(), 1);
+  const std::vector<int> ring = localityRing(loc);
+  EXPECT_EQ(ring, (std::vector<int>{0, 2, 1, 3, 4}));
+  EXPECT_EQ(ringCrossings(ring, loc), (std::vector<int>{3}));
+}
+
+TEST(LocalityRing, HostsTheMapDoesNotNameShareNoSwitch) {
+  auto m = parseSwitchMap("SwitchName=l0 Nodes=a,b\nSwitchName=l1 Nodes=c\nSwitchName=s Switches=l[0-1]\n", "t");
+  ASSERT_TRUE(m.ok());
+  const Locality loc = placeRanks(std::vector<std::string>{"a", "x", "c", "b", "y"}, &m.value());
+  EXPECT_EQ(loc.unmapped, (std::vector<std::string>{"x", "y"}));
+  const std::vector<int> ring = localityRing(loc);
+  EXPECT_EQ(ring, (std::vector<int>{0, 3, 2, 1, 4}));
+  EXPECT_EQ(ringCrossings(ring, loc), minimalCrossings(loc));
+  EXPECT_EQ(minimalCrossings(loc), (std::vector<int>{5, 4, 3}));
+}
+
+TEST(LocalityRing, OneRankAndOneHost) {
+  const Locality one = placeRanks(std::vector<std::string>{"a"}, nullptr);
+  EXPECT_EQ(localityRing(one), (std::vector<int>{0}));
+  EXPECT_EQ(ringCrossings(localityRing(one), one), (std::vector<int>{0}));
+  const Locality same = placeRanks(std::vector<std::string>{"a", "a", "a"}, nullptr);
+  EXPECT_EQ(minimalCrossings(same), (std::vector<int>{0}));
+  EXPECT_EQ(ringCrossings(localityRing(same), same), (std::vector<int>{0}));
+}
+
+}  // namespace
+}  // namespace tempo::topo
