@@ -6,15 +6,19 @@
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <numeric>
+#include <optional>
 
 #include "src/algo/collectives.h"
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
 #include "src/algo/rd_allreduce.h"
+#include "src/algo/ring.h"
 #include "src/algo/ring_allreduce.h"
 #include "src/core/host.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
+#include "src/topo/locality.h"
 #include "src/tune/tune.h"
 #include "transports/loopback/loopback.h"
 #include "transports/routed/routed.h"
@@ -157,6 +161,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   commHash_ = fnv1a(&nonce, sizeof nonce);
   TEMPO_TRY(connectTransports(deadline));
   TEMPO_TRY(handshake(deadline));
+  TEMPO_TRY(buildRing(deadline));
   TEMPO_ASSIGN(scratch_, mem::HostBuffer::allocate(size_t(std::max<int64_t>(param::BuffSize(), 64 << 10))));
 
   std::vector<transport::Endpoint*> eps;
@@ -183,6 +188,54 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   if (deadline.cancelled()) return fail(Status::InvalidUsage, "comm %p rank %d: init aborted", static_cast<void*>(this), rank);
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",
              static_cast<void*>(this), rank, nranks, device_, (unsigned long)commHash_);
+  return Status::Success;
+}
+
+Status Communicator::buildRing(Deadline deadline) {
+  const std::string order = param::RingOrder();
+  if (order != "topology" && order != "rank")
+    return fail(Status::InvalidArgument, "TEMPO_RING_ORDER=%s: expected topology or rank", order.c_str());
+  std::optional<topo::SwitchMap> map;
+  if (*param::TopoFile()) {
+    TEMPO_ASSIGN(map, topo::loadSwitchMap(param::TopoFile()));
+  }
+  std::vector<std::string> hosts;
+  for (const auto& p : boot_->peers()) hosts.emplace_back(p.hostname);
+  const topo::Locality loc = topo::placeRanks(hosts, map ? &*map : nullptr);
+  if (rank_ == 0 && !loc.unmapped.empty())
+    TEMPO_WARN("TEMPO_TOPO_FILE %s does not name %zu of the communicator's hosts (%s%s); they are placed as if "
+               "on switches of their own",
+               param::TopoFile(), loc.unmapped.size(), loc.unmapped.front().c_str(),
+               loc.unmapped.size() > 1 ? ", ..." : "");
+  if (order == "rank") {
+    ring_.resize(size_t(nranks_));
+    std::iota(ring_.begin(), ring_.end(), 0);
+  } else {
+    ring_ = topo::localityRing(loc);
+  }
+  ringPos_ = int(std::find(ring_.begin(), ring_.end(), rank_) - ring_.begin());
+
+  // Ranks that read different switch maps (or settings) would run different rings and
+  // wait on each other forever: compare the ring's hash across ranks.
+  const uint64_t mine = fnv1a(ring_.data(), ring_.size() * sizeof(int));
+  std::vector<uint64_t> all(static_cast<size_t>(nranks_));
+  all[size_t(rank_)] = mine;
+  TEMPO_TRY(boot_->allGather(std::as_writable_bytes(std::span(all)), sizeof(uint64_t), deadline));
+  for (int r = 0; r < nranks_; ++r)
+    if (all[size_t(r)] != mine)
+      return fail(Status::InvalidUsage,
+                  "rank %d laid out a different ring than rank %d (do their TEMPO_TOPO_FILE or TEMPO_RING_ORDER "
+                  "settings differ?)",
+                  r, rank_);
+
+  if (rank_ == 0) {
+    std::string crossings;
+    const std::vector<int> c = topo::ringCrossings(ring_, loc);
+    for (int k = 0; k < loc.levels(); ++k)
+      crossings += (k ? ", " : "") + loc.levelNames[size_t(k)] + " " + std::to_string(c[size_t(k)]);
+    TEMPO_INFO(log::Graph, "comm %p Ring (%s order): %s; crossings: %s", static_cast<void*>(this), order.c_str(),
+               topo::ringString(ring_).c_str(), crossings.c_str());
+  }
   return Status::Success;
 }
 
@@ -709,10 +762,10 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
         r.typeSize = typeSize;
         r.inPlace = inPlace;
         r.average = c.average;
-        r.pos = rank_;
+        r.pos = ringPos_;
         r.nranks = nranks_;
-        r.nextRank = (rank_ + 1) % nranks_;
-        r.prevRank = (rank_ + nranks_ - 1) % nranks_;
+        r.nextRank = ring_[size_t(algo::ring::next(ringPos_, nranks_))];
+        r.prevRank = ring_[size_t(algo::ring::prev(ringPos_, nranks_))];
         r.chunkBytes = choice.chunkBytes;
         r.scratchBytes = scratch_.size();
         algo::planRingAllReduce(r, out);

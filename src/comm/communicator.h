@@ -205,6 +205,9 @@ class Communicator : public engine::Liveness {
   // Abort's first phase (also revoke's): with the stop flag set, waits (10 s at most) for
   // a nonblocking job and the driving thread to leave; false if they did not.
   bool waitForDriverToLeave(const char* fn, std::unique_lock<std::timed_mutex>& drive);
+  // Lays out ring_ from the ranks' hosts and the switch map, and checks that every rank
+  // chose the same ring.
+  Status buildRing(Deadline deadline);
   Status connectTransports(Deadline deadline);
   // One small message each way with every peer over its transport, before init completes.
   Status handshake(Deadline deadline);
@@ -231,6 +234,10 @@ class Communicator : public engine::Liveness {
   mem::HostBuffer scratch_;
   mem::Registrations registrations_;
   tune::Context tuning_;
+  // The ring the ring algorithms run on (TEMPO_RING_ORDER): ring_[p] is the rank at
+  // position p; ringPos_ is this rank's position.
+  std::vector<int> ring_;
+  int ringPos_ = 0;
   bool checkMismatch_ = false;  // TEMPO_CHECK_MISMATCH, read at init
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<engine::Op>> ops_;

@@ -78,6 +78,14 @@ TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
             "libfabric shm: 1 copies through shared buffers, 0 uses cross-memory attach; Tempo "
             "defaults to 1 (libfabric: 0) because page pinning made CMA slower on the VMs measured")
 
+// ---- topology ----
+TEMPO_PARAM(TopoFile, "TEMPO_TOPO_FILE", Str, "",
+            "switch map in Slurm's topology.conf format (SwitchName= Nodes= Switches=, hostlists such as "
+            "node[01-16]); ranks are placed by host name (TEMPO_HOSTNAME overrides it per process)")
+TEMPO_PARAM(RingOrder, "TEMPO_RING_ORDER", Str, "topology",
+            "ring layout: topology (ranks on one host, then one leaf switch, then each higher switch, "
+            "contiguous, so the ring crosses each boundary the fewest times) or rank (rank order)")
+
 // ---- engine, algorithms ----
 TEMPO_PARAM(CheckMismatch, "TEMPO_CHECK_MISMATCH", Int, "1",
             "1: every collective exchanges a fingerprint (collective, count, datatype, op, root, sequence) in "

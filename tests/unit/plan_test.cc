@@ -70,8 +70,14 @@ struct RankSetup {
 class Simulator {
  public:
   enum class Algo { Ring, RecursiveDoubling, Direct };
-  Simulator(Algo algo, int n, uint64_t count, uint32_t ts, bool inPlace, uint64_t chunk, uint64_t scratch)
+  // `ring` (ring only): ring[p] is the rank at position p; empty means rank order.
+  Simulator(Algo algo, int n, uint64_t count, uint32_t ts, bool inPlace, uint64_t chunk, uint64_t scratch,
+            std::vector<int> ring = {})
       : n_(n), ts_(ts), inPlace_(inPlace), ranks_(size_t(n)) {
+    std::vector<int> posOf(static_cast<size_t>(n));
+    if (ring.empty())
+      for (int r = 0; r < n; ++r) ring.push_back(r);
+    for (int p = 0; p < n; ++p) posOf[size_t(ring[size_t(p)])] = p;
     for (int r = 0; r < n; ++r) {
       RankState& s = ranks_[size_t(r)];
       if (algo == Algo::Direct) {
@@ -100,10 +106,10 @@ class Simulator {
       a.count = count;
       a.typeSize = ts;
       a.inPlace = inPlace;
-      a.pos = r;
+      a.pos = posOf[size_t(r)];
       a.nranks = n;
-      a.nextRank = (r + 1) % n;
-      a.prevRank = (r + n - 1) % n;
+      a.nextRank = ring[size_t((a.pos + 1) % n)];
+      a.prevRank = ring[size_t((a.pos + n - 1) % n)];
       a.chunkBytes = chunk;
       a.scratchBytes = scratch;
       planRingAllReduce(a, s.plan);
@@ -409,6 +415,23 @@ TEST(RingAllReducePlan, LargeRings) {
   // One column per segment keeps the 64-rank simulation quick.
   for (int n : {16, 31, 33, 64})
     for (bool inPlace : {false, true}) simulate(n, 3000, 4, inPlace, 1 << 20, 1 << 20, uint64_t(n));
+}
+
+TEST(RingAllReducePlan, AnyRingOrderGivesEveryRankTheFullResult) {
+  // Topology-aware rings visit the ranks in any order (src/topo/locality.h).
+  for (int n : {2, 3, 4, 5, 8, 13})
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      std::vector<int> ring(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) ring[size_t(r)] = r;
+      std::mt19937_64 rng(seed * 31 + uint64_t(n));
+      std::shuffle(ring.begin(), ring.end(), rng);
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " seed=" << seed << " inPlace=" << inPlace);
+        Simulator sim(Simulator::Algo::Ring, n, 1000 + uint64_t(n), 4, inPlace, 64, 256, ring);
+        ASSERT_TRUE(sim.run(seed));
+        sim.checkResult();
+      }
+    }
 }
 
 TEST(RdAllReducePlan, EveryRankGetsEveryElementReducedOnceFromEachRank) {
