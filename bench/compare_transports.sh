@@ -56,6 +56,7 @@ for f in "$perf" "$run"; do
   [ -x "$f" ] || { echo "compare_transports.sh: $f not found; build it first (cmake --build $build)" >&2; exit 2; }
 done
 
+. "$(dirname "$0")/medians.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_transports.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT
@@ -90,16 +91,8 @@ for np in $nps; do
       awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $6, $8 }' "$work/raw.$np.$t.$r" > "$work/v.$np.$t.$r"
     done
   done
-  # Median per (tool, size) over rounds, of time (column 2) and of busbw (column 3).
-  for t in "${tools[@]}"; do
-    for col in 2 3; do
-      cat "$work"/v."$np"."$t".* | sort -k1,1n -k"$col","$col"g | awk -v c="$col" '
-        { v[$1] = v[$1] " " $c }
-        END { for (s in v) { n = split(substr(v[s], 2), a, " ");
-                print s, (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 } }' | sort -k1,1 > "$work/med$col"
-    done
-    join "$work/med2" "$work/med3" | sort -k1,1 > "$work/med.$np.$t"
-  done
+  # Median per (tool, size) over rounds, of time and of busbw.
+  for t in "${tools[@]}"; do medians "$work"/v."$np"."$t".* > "$work/med.$np.$t"; done
   echo
   echo "# $coll np=$np: out-of-place time (us) and busbw (GB/s), median of $rounds rounds"
   if [ "$nt" = 2 ]; then

@@ -11,7 +11,7 @@ packages=(
   googletest libgtest-dev libgmock-dev # tests
   libbenchmark-dev                     # bench/micro
   openmpi-bin libopenmpi-dev           # mpirun launching and the MPI_Allreduce peer
-  iproute2 procps                      # tests read /proc and use ip(8)
+  iproute2 procps                      # tests read /proc; ip(8) and tc(8) build the fabric testbed
 )
 
 missing=()

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# compare_rings.sh -- the topology-aware ring against the rank-order ring, side by side,
+# on an emulated oversubscribed fabric (scripts/fabric-testbed.sh; needs root).
+#
+#   bench/compare_rings.sh [--hosts 8] [--leaves 2] [--oversub 4] [--host-rate 400mbit]
+#                          [-b 64K] [-e 16M] [-f 4] [--rounds 3] [--iters 3] [--warmup 1]
+#                          [--algo ring] [build dir]
+#
+# One rank per emulated host, ranks numbered round-robin across the leaves (the layout in
+# which a rank-order ring crosses the spine on every hop). Each round runs all_reduce_perf
+# once with TEMPO_RING_ORDER=topology and once with TEMPO_RING_ORDER=rank, alternating
+# which goes first. TEMPO_ALGO (default ring, so that small sizes compare rings too)
+# passes through --algo. The table shows, per size, the median out-of-place time (us) and
+# busbw (GB/s) of each and topo/rank = the rank-order ring's time / the topology ring's
+# (above 1: the topology ring is faster). Results are checked (-c 1) outside the timed loop.
+set -euo pipefail
+
+hosts=8 leaves=2 oversub=4 rate=400mbit minb=64K maxb=16M factor=4 rounds=3 iters=3 warmup=1 algo=ring build=build
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --hosts) hosts=$2; shift 2 ;;
+    --leaves) leaves=$2; shift 2 ;;
+    --oversub) oversub=$2; shift 2 ;;
+    --host-rate) rate=$2; shift 2 ;;
+    -b) minb=$2; shift 2 ;;
+    -e) maxb=$2; shift 2 ;;
+    -f) factor=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --iters|-n) iters=$2; shift 2 ;;
+    --warmup|-w) warmup=$2; shift 2 ;;
+    --algo) algo=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "compare_rings.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) build=$1; shift ;;
+  esac
+done
+here=$(cd "$(dirname "$0")" && pwd)
+testbed=$here/../scripts/fabric-testbed.sh
+perf=$build/bench/all_reduce_perf
+[ -x "$perf" ] || { echo "compare_rings.sh: $perf not found; build it first (cmake --build $build)" >&2; exit 2; }
+. "$here/medians.sh"
+work=$(mktemp -d "${TMPDIR:-/tmp}/compare_rings.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+orders=(topology rank)
+echo "# compare_rings.sh: all_reduce_perf, $hosts hosts on $leaves leaves, host links $rate, $oversub:1 uplinks, ranks round-robin over the leaves"
+echo "# sizes $minb..$maxb factor $factor, iters $iters, warmup $warmup, rounds $rounds, float sum, TEMPO_ALGO=$algo"
+for ((r = 0; r < rounds; r++)); do
+  for ((k = 0; k < 2; k++)); do
+    o=${orders[$(((r + k) % 2))]}
+    out=$work/raw.$o.$r rc=0
+    "$testbed" --hosts "$hosts" --leaves "$leaves" --oversub "$oversub" --host-rate "$rate" --numbering round-robin \
+      --timeout 1800 -- env TEMPO_RING_ORDER="$o" TEMPO_ALGO="$algo" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH \
+      "$perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1 -d float -o sum > "$out" 2>&1 || rc=$?
+    if [ "$rc" != 0 ]; then
+      echo "compare_rings.sh: the $o ring failed (exit $rc):" >&2
+      cat "$out" >&2
+      exit 1
+    fi
+    [ "$r" != 0 ] || grep -o "Ring ($o order).*" "$out" | sed 's/^/# /'
+    awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $6, $8 }' "$out" > "$work/v.$o.$r"
+  done
+done
+for o in "${orders[@]}"; do medians "$work"/v."$o".* > "$work/med.$o"; done
+echo
+printf "# %10s  %11s  %11s  %9s  %9s  %9s\n" "size(B)" "topo us" "rank us" "topo GB/s" "rank GB/s" "topo/rank"
+join "$work/med.topology" "$work/med.rank" | sort -k1,1n | awk '
+  { r = $2 > 0 ? $4 / $2 : 0; printf "  %10d  %11.1f  %11.1f  %9.3f  %9.3f  %9.2f\n", $1, $2, $4, $3, $5, r }'
