@@ -67,5 +67,7 @@ done
 for o in "${orders[@]}"; do medians "$work"/v."$o".* > "$work/med.$o"; done
 echo
 printf "# %10s  %11s  %11s  %9s  %9s  %9s\n" "size(B)" "topo us" "rank us" "topo GB/s" "rank GB/s" "topo/rank"
-join "$work/med.topology" "$work/med.rank" | sort -k1,1n | awk '
-  { r = $2 > 0 ? $4 / $2 : 0; printf "  %10d  %11.1f  %11.1f  %9.3f  %9.3f  %9.2f\n", $1, $2, $4, $3, $5, r }'
+# busbw from the median times (the tools print two decimals, too few on slow links).
+join "$work/med.topology" "$work/med.rank" | sort -k1,1n | awk -v n="$hosts" '
+  { f = 2 * (n - 1) / n / 1e3; r = $2 > 0 ? $4 / $2 : 0
+    printf "  %10d  %11.1f  %11.1f  %9.4f  %9.4f  %9.2f\n", $1, $2, $4, $1 / $2 * f, $1 / $4 * f, r }'

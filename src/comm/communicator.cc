@@ -18,6 +18,7 @@
 #include "src/core/host.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
+#include "src/topo/dump.h"
 #include "src/topo/locality.h"
 #include "src/tune/tune.h"
 #include "transports/loopback/loopback.h"
@@ -202,6 +203,10 @@ Status Communicator::buildRing(Deadline deadline) {
   std::vector<std::string> hosts;
   for (const auto& p : boot_->peers()) hosts.emplace_back(p.hostname);
   const topo::Locality loc = topo::placeRanks(hosts, map ? &*map : nullptr);
+  if (rank_ == 0 && *param::TopoDumpFile()) {
+    TEMPO_TRY(topo::writeTopology(param::TopoDumpFile(), map ? *map : topo::SwitchMap{}, hosts));
+    TEMPO_INFO(log::Graph, "comm %p wrote its topology to %s", static_cast<void*>(this), param::TopoDumpFile());
+  }
   if (rank_ == 0 && !loc.unmapped.empty())
     TEMPO_WARN("TEMPO_TOPO_FILE %s does not name %zu of the communicator's hosts (%s%s); they are placed as if "
                "on switches of their own",

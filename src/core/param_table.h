@@ -82,6 +82,9 @@ TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
 TEMPO_PARAM(TopoFile, "TEMPO_TOPO_FILE", Str, "",
             "switch map in Slurm's topology.conf format (SwitchName= Nodes= Switches=, hostlists such as "
             "node[01-16]); ranks are placed by host name (TEMPO_HOSTNAME overrides it per process)")
+TEMPO_PARAM(TopoDumpFile, "TEMPO_TOPO_DUMP_FILE", Str, "",
+            "rank 0 of each communicator writes the job's topology here at init (the switch map and each "
+            "rank's host; tempo-topo --load reads it back)")
 TEMPO_PARAM(RingOrder, "TEMPO_RING_ORDER", Str, "topology",
             "ring layout: topology (ranks on one host, then one leaf switch, then each higher switch, "
             "contiguous, so the ring crosses each boundary the fewest times) or rank (rank order)")

@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "src/topo/dump.h"
 #include "src/topo/hostlist.h"
+#include "src/topo/model.h"
 #include "src/topo/locality.h"
 #include "src/topo/switch_map.h"
 
@@ -176,6 +178,79 @@ TEST(LocalityRing, OneRankAndOneHost) {
   const Locality same = placeRanks(std::vector<std::string>{"a", "a", "a"}, nullptr);
   EXPECT_EQ(minimalCrossings(same), (std::vector<int>{0}));
   EXPECT_EQ(ringCrossings(localityRing(same), same), (std::vector<int>{0}));
+}
+
+TEST(TopologyDump, RoundTripsTheMapAndThePlacement) {
+  auto m = loadSwitchMap(kFixtures + "/slurm/three-level.conf");
+  ASSERT_TRUE(m.ok());
+  const std::vector<std::string> hostOfRank = roundRobin(m.value(), 64);
+  auto back = parseTopology(dumpTopology(m.value(), hostOfRank), "dump");
+  ASSERT_TRUE(back.ok()) << lastErrorMessage();
+  EXPECT_EQ(back->hostOfRank, hostOfRank);
+  ASSERT_EQ(back->map.switches.size(), m->switches.size());
+  for (size_t s = 0; s < m->switches.size(); ++s) {
+    EXPECT_EQ(back->map.switches[s].name, m->switches[s].name);
+    EXPECT_EQ(back->map.switches[s].parent, m->switches[s].parent);
+    EXPECT_EQ(back->map.switches[s].level, m->switches[s].level);
+    EXPECT_EQ(back->map.switches[s].hosts, m->switches[s].hosts);
+  }
+  // The same rings come out of the reloaded topology.
+  EXPECT_EQ(localityRing(placeRanks(back->hostOfRank, &back->map)), localityRing(placeRanks(hostOfRank, &m.value())));
+}
+
+TEST(TopologyDump, RefusesBrokenRankLines) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"SwitchName=l Nodes=a\nRank=0 Host=a\nRank=0 Host=a\n", "d:3: rank 0 is given twice"},
+      {"SwitchName=l Nodes=a\nRank=1 Host=a\n", "d: rank 0 has no Rank line"},
+      {"Rank=x Host=a\n", "d:1: expected 'Rank=<r> Host=<name>'"},
+      {"Rank=0 Host=a extra\n", "d:1: expected"},
+      {"Rank=0 Host=a\nSwitchName=l Bogus=1\n", "d:2: unknown key 'Bogus'"},
+  };
+  for (const auto& [text, why] : cases) {
+    auto t = parseTopology(text, "d");
+    EXPECT_EQ(t.status(), Status::InvalidArgument) << text;
+    EXPECT_NE(std::string(lastErrorMessage()).find(why), std::string::npos) << lastErrorMessage();
+  }
+}
+
+TEST(RingModel, OversubscriptionCostsTheRankOrderRingItsShareOfTheUplinks) {
+  auto m = loadSwitchMap(kFixtures + "/slurm/two-level.conf");
+  ASSERT_TRUE(m.ok());
+  const Locality loc = placeRanks(roundRobin(m.value(), 16), &m.value());
+  std::vector<int> rankOrder(16);
+  for (int r = 0; r < 16; ++r) rankOrder[size_t(r)] = r;
+  const std::vector<int> ring = localityRing(loc);
+  LinkModel model;
+  model.alphaUs = 0;
+  model.oversub = 4;
+  // 4:1: a leaf's uplink carries one host link's worth; the rank-order ring puts 4 hops on
+  // each uplink direction, the topology ring 1.
+  const uint64_t bytes = 64 << 20;
+  const double topoUs = predictRingAllReduceUs(loc, ring, bytes, model);
+  const double rankUs = predictRingAllReduceUs(loc, rankOrder, bytes, model);
+  EXPECT_NEAR(rankUs / topoUs, 4.0, 1e-9);
+  // At line rate: 2(n-1) steps of bytes/n at 12.5 GB/s.
+  EXPECT_NEAR(topoUs, 30.0 * (double(bytes) / 16) / 12.5e3, 1e-6);
+  // Without oversubscription the uplinks carry all four at full rate: the rings tie.
+  model.oversub = 1;
+  EXPECT_NEAR(predictRingAllReduceUs(loc, rankOrder, bytes, model), predictRingAllReduceUs(loc, ring, bytes, model),
+              1e-9);
+  // Alpha adds 2(n-1) step latencies; one rank costs nothing.
+  model.alphaUs = 5;
+  EXPECT_NEAR(predictRingAllReduceUs(loc, ring, 0, model), 30 * 5.0, 1e-9);
+  EXPECT_EQ(predictRingAllReduceUs(placeRanks(std::vector<std::string>{"a"}, nullptr), std::vector<int>{0}, bytes, model), 0);
+}
+
+TEST(RingModel, RanksOnOneHostShareItsLink) {
+  // Two hosts, two ranks each: the ring 0 1 2 3 has one hop each way between the hosts.
+  const Locality loc = placeRanks(std::vector<std::string>{"a", "a", "b", "b"}, nullptr);
+  LinkModel model;
+  model.alphaUs = 0;
+  model.intraHostGBps = 100;
+  const double us = predictRingAllReduceUs(loc, std::vector<int>{0, 1, 2, 3}, 4 << 20, model);
+  EXPECT_NEAR(us, 6.0 * (1 << 20) / 12.5e3, 1e-6);
+  // Interleaved (0 2 1 3), every hop crosses: two hops share each host link direction.
+  EXPECT_NEAR(predictRingAllReduceUs(loc, std::vector<int>{0, 2, 1, 3}, 4 << 20, model), 2 * us, 1e-6);
 }
 
 }  // namespace

@@ -1,0 +1,81 @@
+#include "src/topo/dump.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace tempo::topo {
+
+std::string dumpTopology(const SwitchMap& map, std::span<const std::string> hostOfRank) {
+  std::string out = "# Tempo job topology: a Slurm switch map, then each rank's host\n";
+  for (const SwitchMap::Switch& s : map.switches) {
+    out += "SwitchName=" + s.name;
+    auto list = [&](const char* key, auto begin, auto end, auto name) {
+      if (begin == end) return;
+      out += std::string(" ") + key + "=";
+      for (auto it = begin; it != end; ++it) out += (it == begin ? "" : ",") + name(*it);
+    };
+    list("Nodes", s.hosts.begin(), s.hosts.end(), [](const std::string& h) { return h; });
+    list("Switches", s.children.begin(), s.children.end(), [&](int c) { return map.switches[size_t(c)].name; });
+    out += "\n";
+  }
+  for (size_t r = 0; r < hostOfRank.size(); ++r) out += "Rank=" + std::to_string(r) + " Host=" + hostOfRank[r] + "\n";
+  return out;
+}
+
+Result<JobTopology> parseTopology(std::string_view text, const std::string& source) {
+  // Rank lines are taken out (replaced by empty lines, so switch map errors keep their
+  // line numbers); the rest is the switch map.
+  JobTopology job;
+  std::string mapText;
+  std::vector<bool> seen;
+  int lineNo = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string line(text.substr(pos, end - pos));
+    pos = end + 1;
+    ++lineNo;
+    if (line.rfind("Rank=", 0) != 0) {
+      mapText += line + "\n";
+      continue;
+    }
+    mapText += "\n";
+    long rank = -1;
+    char host[256] = {};
+    char tail = 0;
+    if (std::sscanf(line.c_str(), "Rank=%ld Host=%255s %c", &rank, host, &tail) != 2 || rank < 0 || rank > 1 << 24)
+      return fail(Status::InvalidArgument, "%s:%d: expected 'Rank=<r> Host=<name>', got '%s'", source.c_str(), lineNo,
+                  line.c_str());
+    if (size_t(rank) >= job.hostOfRank.size()) {
+      job.hostOfRank.resize(size_t(rank) + 1);
+      seen.resize(size_t(rank) + 1);
+    }
+    if (seen[size_t(rank)]) return fail(Status::InvalidArgument, "%s:%d: rank %ld is given twice", source.c_str(), lineNo, rank);
+    seen[size_t(rank)] = true;
+    job.hostOfRank[size_t(rank)] = host;
+  }
+  for (size_t r = 0; r < seen.size(); ++r)
+    if (!seen[r]) return fail(Status::InvalidArgument, "%s: rank %zu has no Rank line", source.c_str(), r);
+  TEMPO_ASSIGN(job.map, parseSwitchMap(mapText, source));
+  return job;
+}
+
+Result<JobTopology> loadTopology(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return fail(Status::SystemError, "cannot read the topology %s: %s", path.c_str(), std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parseTopology(text.str(), path);
+}
+
+Status writeTopology(const std::string& path, const SwitchMap& map, std::span<const std::string> hostOfRank) {
+  std::ofstream out(path, std::ios::trunc);
+  if (out) out << dumpTopology(map, hostOfRank);
+  if (!out) return fail(Status::SystemError, "cannot write the topology dump %s: %s", path.c_str(), std::strerror(errno));
+  return Status::Success;
+}
+
+}  // namespace tempo::topo

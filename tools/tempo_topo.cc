@@ -1,0 +1,186 @@
+// tempo-topo: what Tempo makes of a cluster's topology. Reads a switch map (Slurm
+// topology.conf) and a placement of ranks on hosts, or a job topology dump, and prints the
+// switch tree, the placement, the topology-aware and rank-order rings with their
+// crossings per level, and the predicted ring all-reduce time per message size.
+//
+//   tempo-topo [--topo FILE | --load DUMP] [--hosts HOSTLIST] [--ranks-per-host K]
+//              [--numbering block|round-robin] [--dump FILE]
+//              [--host-gbps G] [--oversub X] [--alpha-us A] [-b MIN] [-e MAX] [-f FACTOR]
+//
+// --topo defaults to TEMPO_TOPO_FILE. Without --hosts the job is every host of the map, in
+// file order. --ranks-per-host K places K consecutive ranks on each host; --numbering
+// round-robin deals hosts out across the leaves (rank r on leaf r % L), as a scheduler
+// that ignores the topology might. --dump writes the job topology (map and ranks) in the
+// format TEMPO_TOPO_DUMP_FILE writes and --load reads.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/core/param.h"
+#include "src/core/status.h"
+#include "src/topo/dump.h"
+#include "src/topo/hostlist.h"
+#include "src/topo/locality.h"
+#include "src/topo/model.h"
+
+using namespace tempo;
+
+namespace {
+
+int usage(const char* why) {
+  if (why) std::fprintf(stderr, "tempo-topo: %s\n", why);
+  std::fprintf(stderr,
+               "usage: tempo-topo [--topo FILE | --load DUMP] [--hosts HOSTLIST] [--ranks-per-host K]\n"
+               "                  [--numbering block|round-robin] [--dump FILE] [--host-gbps G] [--oversub X]\n"
+               "                  [--alpha-us A] [-b MIN] [-e MAX] [-f FACTOR]\n");
+  return 2;
+}
+
+bool parseSize(const char* s, uint64_t* out) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  uint64_t mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1 << 10, ++end;
+  else if (*end == 'M' || *end == 'm') mul = 1 << 20, ++end;
+  else if (*end == 'G' || *end == 'g') mul = 1 << 30, ++end;
+  if (end == s || *end) return false;
+  *out = v * mul;
+  return true;
+}
+
+void printTree(const topo::SwitchMap& map, int s, int depth) {
+  const auto& sw = map.switches[size_t(s)];
+  std::printf("%*s%s (level %d)", depth * 2, "", sw.name.c_str(), sw.level);
+  if (!sw.hosts.empty()) {
+    std::printf(":");
+    for (const auto& h : sw.hosts) std::printf(" %s", h.c_str());
+  }
+  std::printf("\n");
+  for (int c : sw.children) printTree(map, c, depth + 1);
+}
+
+void printRing(const char* what, const std::vector<int>& ring, const topo::Locality& loc) {
+  const std::vector<int> c = topo::ringCrossings(ring, loc), least = topo::minimalCrossings(loc);
+  std::printf("%s ring: %s\n  crossings:", what, topo::ringString(ring).c_str());
+  for (int k = 0; k < loc.levels(); ++k)
+    std::printf("%s %s %d (fewest possible %d)", k ? "," : "", loc.levelNames[size_t(k)].c_str(), c[size_t(k)],
+                least[size_t(k)]);
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string topoPath = param::TopoFile(), loadPath, dumpPath, hostsExpr, numbering = "block";
+  int perHost = 1;
+  topo::LinkModel model;
+  uint64_t minBytes = 64 << 10, maxBytes = 256 << 20, factor = 4;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") return usage(nullptr), 0;
+    if (i + 1 >= argc) return usage(("missing the value of " + a).c_str());
+    const char* v = argv[++i];
+    if (a == "--topo") topoPath = v;
+    else if (a == "--load") loadPath = v;
+    else if (a == "--dump") dumpPath = v;
+    else if (a == "--hosts") hostsExpr = v;
+    else if (a == "--numbering") numbering = v;
+    else if (a == "--ranks-per-host") perHost = std::atoi(v);
+    else if (a == "--host-gbps") model.hostGBps = std::atof(v);
+    else if (a == "--oversub") model.oversub = std::atof(v);
+    else if (a == "--alpha-us") model.alphaUs = std::atof(v);
+    else if (a == "-b" || a == "-e" || a == "-f") {
+      uint64_t* out = a == "-b" ? &minBytes : a == "-e" ? &maxBytes : &factor;
+      if (!parseSize(v, out)) return usage(("bad size " + std::string(v)).c_str());
+    } else {
+      return usage(("unknown option " + a).c_str());
+    }
+  }
+  if (perHost < 1 || perHost > 4096) return usage("--ranks-per-host must be 1..4096");
+  if (numbering != "block" && numbering != "round-robin") return usage("--numbering must be block or round-robin");
+  if (model.hostGBps <= 0 || model.oversub < 1 || model.alphaUs < 0) return usage("bad link model values");
+  if (factor < 2 || minBytes == 0 || minBytes > maxBytes) return usage("sizes need 0 < -b <= -e and -f >= 2");
+
+  // Phase 1: the map and the placement.
+  topo::SwitchMap map;
+  std::vector<std::string> hostOfRank;
+  if (!loadPath.empty()) {
+    auto job = topo::loadTopology(loadPath);
+    if (!job.ok()) return std::fprintf(stderr, "tempo-topo: %s\n", lastErrorMessage()), 1;
+    map = std::move(job->map);
+    hostOfRank = std::move(job->hostOfRank);
+  } else {
+    if (!topoPath.empty()) {
+      auto m = topo::loadSwitchMap(topoPath);
+      if (!m.ok()) return std::fprintf(stderr, "tempo-topo: %s\n", lastErrorMessage()), 1;
+      map = std::move(m.value());
+    }
+    std::vector<std::string> hosts;
+    if (!hostsExpr.empty()) {
+      auto h = topo::expandHostlist(hostsExpr);
+      if (!h.ok()) return std::fprintf(stderr, "tempo-topo: %s\n", lastErrorMessage()), 1;
+      hosts = std::move(h.value());
+    } else {
+      for (const auto& s : map.switches) hosts.insert(hosts.end(), s.hosts.begin(), s.hosts.end());
+    }
+    if (hosts.empty()) return usage("no hosts: give --hosts, or a switch map that names some");
+    if (numbering == "round-robin") {
+      // Deal the hosts out across their leaves: the first of each leaf, then the second...
+      std::vector<std::vector<std::string>> byLeaf;
+      std::vector<std::string> leafName;
+      for (const auto& h : hosts) {
+        const auto path = map.pathOf(h);
+        const std::string leaf = path.empty() ? "?" + h : map.switches[size_t(path[0])].name;
+        size_t i = 0;
+        while (i < leafName.size() && leafName[i] != leaf) ++i;
+        if (i == leafName.size()) leafName.push_back(leaf), byLeaf.emplace_back();
+        byLeaf[i].push_back(h);
+      }
+      hosts.clear();
+      for (size_t round = 0;; ++round) {
+        bool any = false;
+        for (auto& l : byLeaf)
+          if (round < l.size()) hosts.push_back(l[round]), any = true;
+        if (!any) break;
+      }
+    }
+    for (const auto& h : hosts)
+      for (int k = 0; k < perHost; ++k) hostOfRank.push_back(h);
+  }
+  if (!dumpPath.empty() && !ok(topo::writeTopology(dumpPath, map, hostOfRank)))
+    return std::fprintf(stderr, "tempo-topo: %s\n", lastErrorMessage()), 1;
+
+  // Phase 2: what Tempo builds from them.
+  const topo::Locality loc = topo::placeRanks(hostOfRank, &map);
+  std::printf("# switch tree (%zu switches, %zu hosts)\n", map.switches.size(), map.leafOf.size());
+  for (size_t s = 0; s < map.switches.size(); ++s)
+    if (map.switches[s].parent < 0) printTree(map, int(s), 0);
+  std::printf("\n# placement: %zu ranks\n", hostOfRank.size());
+  for (size_t r = 0; r < hostOfRank.size(); ++r) {
+    const auto path = map.pathOf(hostOfRank[r]);
+    std::printf("rank %zu: %s", r, hostOfRank[r].c_str());
+    for (int s : path) std::printf(" < %s", map.switches[size_t(s)].name.c_str());
+    std::printf("\n");
+  }
+  for (const auto& h : loc.unmapped) std::printf("warning: host %s is not in the switch map\n", h.c_str());
+  std::vector<int> rankOrder(hostOfRank.size());
+  for (size_t r = 0; r < rankOrder.size(); ++r) rankOrder[r] = int(r);
+  const std::vector<int> ring = topo::localityRing(loc);
+  std::printf("\n# rings\n");
+  printRing("topology", ring, loc);
+  printRing("rank-order", rankOrder, loc);
+
+  // Phase 3: predicted times.
+  std::printf("\n# predicted ring all-reduce (host links %.2f GB/s, %.1f:1 uplinks, alpha %.1f us)\n", model.hostGBps,
+              model.oversub, model.alphaUs);
+  std::printf("# %12s  %14s  %14s  %9s\n", "size(B)", "topology us", "rank-order us", "rank/topo");
+  for (uint64_t b = minBytes; b <= maxBytes; b *= factor) {
+    const double t = topo::predictRingAllReduceUs(loc, ring, b, model);
+    const double r = topo::predictRingAllReduceUs(loc, rankOrder, b, model);
+    std::printf("  %12llu  %14.1f  %14.1f  %9.2f\n", (unsigned long long)b, t, r, t > 0 ? r / t : 1.0);
+    if (b > maxBytes / factor) break;
+  }
+  return 0;
+}
