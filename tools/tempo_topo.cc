@@ -4,9 +4,12 @@
 // crossings per level, and the predicted ring all-reduce time per message size.
 //
 //   tempo-topo [--topo FILE | --load DUMP] [--hosts HOSTLIST] [--ranks-per-host K]
-//              [--numbering block|round-robin] [--dump FILE]
+//              [--numbering block|round-robin] [--dump FILE] [--xml FILE | --synthetic DESC]
 //              [--host-gbps G] [--oversub X] [--alpha-us A] [-b MIN] [-e MAX] [-f FACTOR]
 //
+// First it prints this host as hwloc sees it (packages, NUMA nodes, cores, GPUs and NICs
+// with their PCI bus ids and NUMA nodes, each GPU's nearest NIC), from the live machine, a
+// hwloc XML (--xml, default TEMPO_TOPO_XML) or a synthetic description (--synthetic).
 // --topo defaults to TEMPO_TOPO_FILE. Without --hosts the job is every host of the map, in
 // file order. --ranks-per-host K places K consecutive ranks on each host; --numbering
 // round-robin deals hosts out across the leaves (rank r on leaf r % L), as a scheduler
@@ -23,6 +26,7 @@
 #include "src/topo/dump.h"
 #include "src/topo/hostlist.h"
 #include "src/topo/locality.h"
+#include "src/topo/machine.h"
 #include "src/topo/model.h"
 
 using namespace tempo;
@@ -33,7 +37,8 @@ int usage(const char* why) {
   if (why) std::fprintf(stderr, "tempo-topo: %s\n", why);
   std::fprintf(stderr,
                "usage: tempo-topo [--topo FILE | --load DUMP] [--hosts HOSTLIST] [--ranks-per-host K]\n"
-               "                  [--numbering block|round-robin] [--dump FILE] [--host-gbps G] [--oversub X]\n"
+               "                  [--numbering block|round-robin] [--dump FILE] [--xml FILE | --synthetic DESC]\n"
+               "                  [--host-gbps G] [--oversub X]\n"
                "                  [--alpha-us A] [-b MIN] [-e MAX] [-f FACTOR]\n");
   return 2;
 }
@@ -70,10 +75,38 @@ void printRing(const char* what, const std::vector<int>& ring, const topo::Local
   std::printf("\n");
 }
 
+void printDevice(const char* what, const topo::PciDevice& d) {
+  std::printf("%s %s [%04x:%04x class %04x] numa %d", what, d.busId.c_str(), d.vendorId, d.deviceId, d.classId,
+              d.numa);
+  for (const auto& n : d.names) std::printf(" %s", n.c_str());
+}
+
+void printMachine(const topo::Machine& m, const topo::MachineSource& src) {
+  const char* from = src.kind == topo::MachineSource::Live ? "this machine" : src.what.c_str();
+  std::printf("# host (%s): %d packages, %d NUMA nodes, %d cores, %d PUs, %zu GPUs, %zu NICs\n", from, m.packages,
+              m.numaNodes, m.cores, m.pus, m.gpus.size(), m.nics.size());
+  for (size_t g = 0; g < m.gpus.size(); ++g) {
+    printDevice(("gpu " + std::to_string(g)).c_str(), m.gpus[g]);
+    if (m.nearestNic[g] >= 0) {
+      const topo::PciDevice& n = m.nics[size_t(m.nearestNic[g])];
+      std::printf("; nearest NIC %s (PCI distance %d)", n.names.empty() ? n.busId.c_str() : n.names[0].c_str(),
+                  topo::pciDistance(m.gpus[g], n));
+    }
+    std::printf("\n");
+  }
+  for (size_t i = 0; i < m.nics.size(); ++i) {
+    printDevice(("nic " + std::to_string(i)).c_str(), m.nics[i]);
+    std::printf("\n");
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string topoPath = param::TopoFile(), loadPath, dumpPath, hostsExpr, numbering = "block";
+  topo::MachineSource machineSource;
+  if (*param::TopoXml()) machineSource = {topo::MachineSource::Xml, param::TopoXml()};
   int perHost = 1;
   topo::LinkModel model;
   uint64_t minBytes = 64 << 10, maxBytes = 256 << 20, factor = 4;
@@ -87,6 +120,8 @@ int main(int argc, char** argv) {
     else if (a == "--dump") dumpPath = v;
     else if (a == "--hosts") hostsExpr = v;
     else if (a == "--numbering") numbering = v;
+    else if (a == "--xml") machineSource = {topo::MachineSource::Xml, v};
+    else if (a == "--synthetic") machineSource = {topo::MachineSource::Synthetic, v};
     else if (a == "--ranks-per-host") perHost = std::atoi(v);
     else if (a == "--host-gbps") model.hostGBps = std::atof(v);
     else if (a == "--oversub") model.oversub = std::atof(v);
@@ -103,7 +138,11 @@ int main(int argc, char** argv) {
   if (model.hostGBps <= 0 || model.oversub < 1 || model.alphaUs < 0) return usage("bad link model values");
   if (factor < 2 || minBytes == 0 || minBytes > maxBytes) return usage("sizes need 0 < -b <= -e and -f >= 2");
 
-  // Phase 1: the map and the placement.
+  // Phase 1: this host, the map and the placement.
+  auto machine = topo::discoverMachine(machineSource);
+  if (!machine.ok()) return std::fprintf(stderr, "tempo-topo: %s\n", lastErrorMessage()), 1;
+  printMachine(machine.value(), machineSource);
+
   topo::SwitchMap map;
   std::vector<std::string> hostOfRank;
   if (!loadPath.empty()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace tempo::algo {
 
@@ -17,6 +18,25 @@ struct CollPlanArgs {
   int root = 0;                       // broadcast, reduce, gather, scatter
   uint64_t chunkBytes = 512 * 1024;   // pipelining unit
   uint64_t scratchBytes = 4u << 20;   // scratch available for partial sums
+  // Ring collectives: ring[p] is the rank at ring position p (src/topo's topology ring);
+  // empty means rank order. Every rank passes the same ring.
+  std::span<const int> ring;
+};
+
+// Positions on a ring given as CollPlanArgs::ring.
+struct RingView {
+  explicit RingView(const CollPlanArgs& a) : n(a.nranks), ring(a.ring) {
+    pos = a.rank;
+    for (int p = 0; p < int(ring.size()); ++p)
+      if (ring[size_t(p)] == a.rank) pos = p;
+  }
+  // The rank at position p (any integer, taken modulo n).
+  int rankAt(int p) const {
+    const int m = ((p % n) + n) % n;
+    return ring.empty() ? m : ring[size_t(m)];
+  }
+  int n, pos;
+  std::span<const int> ring;
 };
 
 }  // namespace tempo::algo

@@ -85,9 +85,10 @@ void planRingAllGather(const CollPlanArgs& a, Plan& out) {
   const uint32_t perColumn = uint32_t(n - 1);
   const uint64_t chunk = columnChunk(block, a.chunkBytes, perColumn, a.typeSize);
   const uint64_t columns = (block + chunk - 1) / chunk;
-  const int next = ring::next(r, n), prev = ring::prev(r, n);
+  const RingView rv(a);
+  const int next = rv.rankAt(rv.pos + 1), prev = rv.rankAt(rv.pos - 1);
 
-  // n-1 ring steps per column; a block is forwarded once it has arrived. Out of place, our
+  // n-1 ring steps per column; a block (named by its rank) is forwarded once it has arrived. Out of place, our
   // own slice of the column is copied into place right after its first send and receive
   // are posted, so the copy overlaps the peers' transfers instead of delaying them.
   for (uint64_t c = 0; c < columns; ++c) {
@@ -95,7 +96,7 @@ void planRingAllGather(const CollPlanArgs& a, Plan& out) {
     uint32_t arrived = kNoDep;
     for (int s = 0; s < n - 1; ++s) {
       const uint64_t msg = c * perColumn + uint64_t(s);
-      const int sendBlock = ring::mod(r - s, n), recvBlock = ring::mod(r - s - 1, n);
+      const int sendBlock = rv.rankAt(rv.pos - s), recvBlock = rv.rankAt(rv.pos - s - 1);
       Loc from = s == 0 ? Loc{BufId::Input, off} : Loc{BufId::Output, uint64_t(sendBlock) * block + off};
       out.add(transfer(StepKind::Send, next, msg, len, from, arrived));
       arrived = out.add(transfer(StepKind::Recv, prev, msg, len, {BufId::Output, uint64_t(recvBlock) * block + off}, kNoDep));
@@ -107,7 +108,7 @@ void planRingAllGather(const CollPlanArgs& a, Plan& out) {
 }
 
 void planRingReduceScatter(const CollPlanArgs& a, Plan& out) {
-  const int n = a.nranks, r = a.rank;
+  const int n = a.nranks;
   const uint64_t block = a.count * a.typeSize;
   if (!block) return;
   if (n == 1) return void(singleRank(a, out));
@@ -117,18 +118,20 @@ void planRingReduceScatter(const CollPlanArgs& a, Plan& out) {
   const uint64_t columns = (block + chunk - 1) / chunk;
   const uint64_t slotBytes = std::min(chunk, block);
   Slots slots(out, slotBytes, slotCount(a.scratchBytes, slotBytes, columns, perColumn));
-  const int next = ring::next(r, n), prev = ring::prev(r, n);
+  const RingView rv(a);
+  const int next = rv.rankAt(rv.pos + 1), prev = rv.rankAt(rv.pos - 1);
 
-  // Per column, n-1 steps: step s sends the partial sum of block r-1-s (our raw input at
-  // s = 0), receives the partial of block r-2-s into a slot and folds our input into it;
-  // the last fold (block r) lands in the output.
+  // Per column, n-1 steps, in ring positions p: step s sends the partial sum of the block
+  // of position p-1-s (our raw input at s = 0), receives the partial of position p-2-s's
+  // block into a slot and folds our input into it; the last fold (our own block, p-n = p)
+  // lands in the output.
   for (uint64_t c = 0; c < columns; ++c) {
     const uint64_t off = c * chunk, len = std::min(chunk, block - off);
     uint32_t partial = kNoDep;  // the fold whose slot the next send reads
     uint64_t partialSlot = 0;
     for (int s = 0; s < n - 1; ++s) {
       const uint64_t msg = c * perColumn + uint64_t(s);
-      const int sendBlock = ring::mod(r - 1 - s, n), recvBlock = ring::mod(r - 2 - s, n);
+      const int sendBlock = rv.rankAt(rv.pos - 1 - s), recvBlock = rv.rankAt(rv.pos - 2 - s);
       Loc from = s == 0 ? Loc{BufId::Input, uint64_t(sendBlock) * block + off} : slots.loc(partialSlot);
       uint32_t send = out.add(transfer(StepKind::Send, next, msg, len, from, partial));
       if (s > 0) slots.readBy(partialSlot, send);

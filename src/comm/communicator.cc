@@ -754,6 +754,7 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
   c.inPlace = inPlace;
   c.chunkBytes = tune::chainChunk(bytes, tuning_);
   c.scratchBytes = scratch_.size();
+  c.ring = ring_;  // ring all-gather and reduce-scatter run on the topology ring
   switch (a.coll) {
     case CollKind::AllReduce: {
       tune::AllReduceChoice choice = tune::allReduce(bytes, tuning_);

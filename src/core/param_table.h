@@ -82,6 +82,9 @@ TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
 TEMPO_PARAM(TopoFile, "TEMPO_TOPO_FILE", Str, "",
             "switch map in Slurm's topology.conf format (SwitchName= Nodes= Switches=, hostlists such as "
             "node[01-16]); ranks are placed by host name (TEMPO_HOSTNAME overrides it per process)")
+TEMPO_PARAM(TopoXml, "TEMPO_TOPO_XML", Str, "",
+            "a hwloc XML export to use instead of discovering this machine (hwloc's own HWLOC_XMLFILE "
+            "works too)")
 TEMPO_PARAM(TopoDumpFile, "TEMPO_TOPO_DUMP_FILE", Str, "",
             "rank 0 of each communicator writes the job's topology here at init (the switch map and each "
             "rank's host; tempo-topo --load reads it back)")

@@ -565,7 +565,7 @@ Cell from(int rank, uint64_t index) { return Cell{uint64_t(1) << rank, 0, index}
 // Plans `coll` on every rank, runs it under the random scheduler (every hazard and
 // deadlock check applies), then checks each rank's final buffer element by element.
 void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, int root, uint64_t chunk,
-                  uint64_t scratch, uint64_t seed, bool fingerprint = false) {
+                  uint64_t scratch, uint64_t seed, bool fingerprint = false, const std::vector<int>& ring = {}) {
   SCOPED_TRACE(testing::Message() << "coll=" << int(coll) << " n=" << n << " count=" << count << " ts=" << ts
                                   << " inPlace=" << inPlace << " root=" << root << " chunk=" << chunk
                                   << " seed=" << seed);
@@ -584,6 +584,7 @@ void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, i
     a.root = root;
     a.chunkBytes = chunk;
     a.scratchBytes = scratch;
+    a.ring = ring;
     const bool isRoot = r == root;
     // Input cells, output size, and (in place) where each buffer sits in the single one.
     auto own = [&](uint64_t cells, uint64_t base, uint64_t total) {
@@ -712,6 +713,48 @@ TEST(CollectivePlans, EveryRankEndsWithExactlyItsBlocks) {
           for (int root : {0, n - 1})
             simulateColl(c, n, count, 4, inPlace, root, 64, 4096, uint64_t(n) * 7919 + count * 31 + uint64_t(root));
         }
+}
+
+// Ring all-gather and reduce-scatter on any ring order (the topology ring): every rank
+// still ends with its own block (reduce-scatter) and every block in its place (all-gather).
+TEST(CollectivePlans, RingAllGatherAndReduceScatterOnAnyRingOrder) {
+  for (int n : {2, 3, 4, 5, 8})
+    for (uint64_t seed = 0; seed < 3; ++seed) {
+      std::vector<int> ring(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) ring[size_t(r)] = r;
+      std::mt19937_64 rng(seed * 7 + uint64_t(n));
+      std::shuffle(ring.begin(), ring.end(), rng);
+      for (Coll c : {Coll::AllGather, Coll::ReduceScatter})
+        for (bool inPlace : {false, true}) simulateColl(c, n, 37, 4, inPlace, 0, 32, 256, seed, false, ring);
+    }
+}
+
+TEST(CollectivePlans, RingAllGatherAndReduceScatterSendAlongTheGivenRing) {
+  const std::vector<int> ring{0, 2, 1, 3};  // rank 2 sits at position 1: it sends to 1, receives from 0
+  for (bool gather : {true, false}) {
+    CollPlanArgs a;
+    a.count = 1000;
+    a.rank = 2;
+    a.nranks = 4;
+    a.chunkBytes = 256;
+    a.ring = ring;
+    Plan p;
+    if (gather) planRingAllGather(a, p);
+    else planRingReduceScatter(a, p);
+    int sends = 0, recvs = 0;
+    for (const Step& s : p.steps) {
+      if (s.kind == StepKind::Send) {
+        EXPECT_EQ(s.peer, 1) << (gather ? "all-gather" : "reduce-scatter");
+        ++sends;
+      }
+      if (s.kind == StepKind::Recv) {
+        EXPECT_EQ(s.peer, 0) << (gather ? "all-gather" : "reduce-scatter");
+        ++recvs;
+      }
+    }
+    EXPECT_GT(sends, 0);
+    EXPECT_EQ(sends, recvs);
+  }
 }
 
 // The binomial tree over every size up to 17 and every root: each rank has exactly one

@@ -2,6 +2,7 @@
 // fixtures in tests/fixtures (two- and three-level fat trees).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "src/topo/hostlist.h"
 #include "src/topo/model.h"
 #include "src/topo/locality.h"
+#include "src/topo/machine.h"
 #include "src/topo/switch_map.h"
 
 namespace tempo::topo {
@@ -251,6 +253,94 @@ TEST(RingModel, RanksOnOneHostShareItsLink) {
   EXPECT_NEAR(us, 6.0 * (1 << 20) / 12.5e3, 1e-6);
   // Interleaved (0 2 1 3), every hop crosses: two hops share each host link direction.
   EXPECT_NEAR(predictRingAllReduceUs(loc, std::vector<int>{0, 2, 1, 3}, 4 << 20, model), 2 * us, 1e-6);
+}
+
+// hwloc on the fixtures (tests/fixtures/hwloc, exported by hwloc from real machines).
+Machine machineFromXml(const char* file) {
+  auto m = discoverMachine({MachineSource::Xml, kFixtures + "/hwloc/" + file});
+  EXPECT_TRUE(m.ok()) << lastErrorMessage();
+  return m.ok() ? m.value() : Machine{};
+}
+
+const PciDevice* byBusId(const std::vector<PciDevice>& devs, const std::string& busId) {
+  for (const PciDevice& d : devs)
+    if (d.busId == busId) return &d;
+  return nullptr;
+}
+
+TEST(Machine, DualSocketServerWithGpusAndAnInfiniBandHca) {
+  const Machine m = machineFromXml("32em64t-2n8c2t-pci-normalio.xml");
+  EXPECT_EQ(m.packages, 2);
+  EXPECT_EQ(m.numaNodes, 2);
+  EXPECT_EQ(m.cores, 16);
+  EXPECT_EQ(m.pus, 32);
+  // Three NVIDIA 3D controllers and an AMD VGA card; the Matrox BMC display is no GPU.
+  ASSERT_EQ(m.gpus.size(), 4u);
+  EXPECT_EQ(byBusId(m.gpus, "0000:05:03.0"), nullptr);
+  const PciDevice* tesla0 = byBusId(m.gpus, "0000:03:00.0");
+  const PciDevice* tesla2 = byBusId(m.gpus, "0000:84:00.0");
+  ASSERT_TRUE(tesla0 && tesla2);
+  EXPECT_EQ(tesla0->numa, 0);
+  EXPECT_EQ(tesla2->numa, 1);
+  EXPECT_EQ(tesla2->names, (std::vector<std::string>{"cuda0", "card0"}));
+  // Two Ethernet ports and the ConnectX-4, named as libfabric and UCX name them.
+  ASSERT_EQ(m.nics.size(), 3u);
+  const PciDevice* hca = byBusId(m.nics, "0000:04:00.0");
+  ASSERT_NE(hca, nullptr);
+  EXPECT_TRUE(hca->rdma);
+  EXPECT_EQ(hca->names, (std::vector<std::string>{"ib0", "mlx5_0"}));
+  EXPECT_FALSE(byBusId(m.nics, "0000:81:00.0")->rdma);
+  EXPECT_EQ(byBusId(m.nics, "0000:81:00.0")->names, (std::vector<std::string>{"eth0"}));
+  // The HCA sits behind the same bridge as the third Tesla: 2 edges apart. Every GPU's
+  // nearest NIC is the HCA (for the others the Ethernet ports are as far, and not RDMA).
+  EXPECT_EQ(pciDistance(*tesla2, *hca), 2);
+  ASSERT_EQ(m.nearestNic.size(), m.gpus.size());
+  for (size_t g = 0; g < m.gpus.size(); ++g)
+    EXPECT_EQ(&m.nics[size_t(m.nearestNic[g])], hca) << m.gpus[g].busId;
+}
+
+TEST(Machine, DgxTwoHasSixteenGpusAndNoNicInTheExport) {
+  const Machine m = machineFromXml("nvidiaDGX2.xml");
+  EXPECT_EQ(m.packages, 2);
+  EXPECT_EQ(m.gpus.size(), 16u);
+  EXPECT_TRUE(m.nics.empty());
+  for (int n : m.nearestNic) EXPECT_EQ(n, -1);
+  // GPUs behind one PCIe switch are closer to each other than to a GPU on the other socket.
+  std::vector<int> distances;
+  for (size_t g = 1; g < m.gpus.size(); ++g) distances.push_back(pciDistance(m.gpus[0], m.gpus[g]));
+  EXPECT_LT(*std::min_element(distances.begin(), distances.end()), *std::max_element(distances.begin(), distances.end()));
+}
+
+TEST(Machine, SixteenSocketServerWithEightEthernetPortsAndNoGpu) {
+  const Machine m = machineFromXml("96em64t-4n4d3ca2co-pci.xml");
+  EXPECT_EQ(m.packages, 16);
+  EXPECT_EQ(m.numaNodes, 4);
+  EXPECT_EQ(m.cores, 96);
+  EXPECT_TRUE(m.gpus.empty()) << "its ATI ES1000 is the BMC's display, with no compute runtime";
+  ASSERT_EQ(m.nics.size(), 8u);
+  for (size_t i = 0; i < m.nics.size(); ++i) {
+    EXPECT_EQ(m.nics[i].names, (std::vector<std::string>{"eth" + std::to_string(i)}));
+    EXPECT_EQ(m.nics[i].numa, int(i / 2)) << "two ports per NUMA node";
+    EXPECT_FALSE(m.nics[i].rdma);
+  }
+  EXPECT_EQ(pciDistance(m.nics[0], m.nics[1]), 2) << "two functions of one card";
+  EXPECT_GT(pciDistance(m.nics[0], m.nics[2]), 2);
+}
+
+TEST(Machine, SyntheticAndBadSources) {
+  auto m = discoverMachine({MachineSource::Synthetic, "pack:2 numa:1 core:4 pu:2"});
+  ASSERT_TRUE(m.ok()) << lastErrorMessage();
+  EXPECT_EQ(m->packages, 2);
+  EXPECT_EQ(m->numaNodes, 2);
+  EXPECT_EQ(m->cores, 8);
+  EXPECT_EQ(m->pus, 16);
+  EXPECT_TRUE(m->gpus.empty() && m->nics.empty());
+  EXPECT_EQ(discoverMachine({MachineSource::Synthetic, "pack:banana"}).status(), Status::InvalidArgument);
+  EXPECT_EQ(discoverMachine({MachineSource::Xml, kFixtures + "/hwloc/missing.xml"}).status(), Status::InvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("missing.xml"), std::string::npos);
+  auto live = discoverMachine({});
+  ASSERT_TRUE(live.ok()) << lastErrorMessage();
+  EXPECT_GE(live->pus, 1);
 }
 
 }  // namespace
