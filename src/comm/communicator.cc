@@ -12,6 +12,7 @@
 #include "src/algo/collectives.h"
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
+#include "src/algo/hier_allreduce.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring.h"
 #include "src/algo/ring_allreduce.h"
@@ -219,6 +220,14 @@ Status Communicator::buildRing(Deadline deadline) {
     ring_ = topo::localityRing(loc);
   }
   ringPos_ = int(std::find(ring_.begin(), ring_.end(), rank_) - ring_.begin());
+  hostOf_ = loc.group[0];
+  std::vector<int> perHost;
+  for (int h : hostOf_) {
+    if (size_t(h) >= perHost.size()) perHost.resize(size_t(h) + 1, 0);
+    ++perHost[size_t(h)];
+  }
+  tuning_.hosts = int(perHost.size());
+  tuning_.maxRanksPerHost = *std::max_element(perHost.begin(), perHost.end());
 
   // Ranks that read different switch maps (or settings) would run different rings and
   // wait on each other forever: compare the ring's hash across ranks.
@@ -373,7 +382,7 @@ Status Communicator::handshake(Deadline deadline) {
   struct Pair {
     transport::Request send[kLanes], recv[kLanes];
     uint64_t in[kLanes] = {};
-    size_t lanes = 0;
+    size_t inLanes = 0, outLanes = 0;  // a round's two peers may be reached differently
   };
   std::vector<Pair> pairs(static_cast<size_t>(n));  // by round k (1 .. n-1)
   std::vector<transport::Endpoint*> everyLane;
@@ -382,17 +391,21 @@ Status Communicator::handshake(Deadline deadline) {
   auto progressAll = [&] {
     for (transport::Endpoint* l : everyLane) l->progress();
   };
-  // Posts round `pr`'s receive from `from` and send to `to` on every lane (the two peers'
-  // endpoints have the same lanes: both sides chose the transports by the same rule).
+  // Posts round `pr`'s receive from `from` on every lane that reaches it, and its send to
+  // `to` on every lane to that one. Both ends of a pair have the same lanes (both chose
+  // the transports by the same rule), but `from` and `to` may differ: one on this host
+  // (Tempo's shm, one lane), the other remote (routed, two).
   auto post = [&](int from, int to, Pair& pr) -> Status {
     const std::vector<transport::Endpoint*> in = peerEndpoint_[size_t(from)]->lanes();
     const std::vector<transport::Endpoint*> out = peerEndpoint_[size_t(to)]->lanes();
-    if (in.size() != out.size() || in.size() > kLanes)
+    if (in.size() > kLanes || out.size() > kLanes)
       return fail(Status::InternalError, "rank %d: ranks %d and %d are reached over %zu and %zu lanes", rank_, from,
                   to, in.size(), out.size());
-    pr.lanes = in.size();
-    for (size_t l = 0; l < pr.lanes; ++l) {
+    pr.inLanes = in.size();
+    pr.outLanes = out.size();
+    for (size_t l = 0; l < kLanes; ++l) {
       for (int dir = 0; dir < 2; ++dir) {
+        if (l >= (dir == 0 ? pr.inLanes : pr.outLanes)) continue;
         for (;;) {
           Status s = dir == 0 ? in[l]->irecv(from, engine::kHandshakeTag, &pr.in[l], sizeof pr.in[l], &pr.recv[l])
                               : out[l]->isend(to, engine::kHandshakeTag, &commHash_, sizeof commHash_, &pr.send[l]);
@@ -409,8 +422,10 @@ Status Communicator::handshake(Deadline deadline) {
     return Status::Success;
   };
   auto finished = [](const Pair& pr) {
-    for (size_t l = 0; l < pr.lanes; ++l)
-      if (!pr.send[l].done || !pr.recv[l].done) return false;
+    for (size_t l = 0; l < pr.inLanes; ++l)
+      if (!pr.recv[l].done) return false;
+    for (size_t l = 0; l < pr.outLanes; ++l)
+      if (!pr.send[l].done) return false;
     return true;
   };
   int posted = 1, done = 1;  // rounds
@@ -432,11 +447,13 @@ Status Communicator::handshake(Deadline deadline) {
     for (; done < posted && finished(pairs[size_t(done)]); ++done) {
       const Pair& pr = pairs[size_t(done)];
       const int from = (rank_ + n - done) % n;
-      for (size_t l = 0; l < pr.lanes; ++l) {
-        if (!ok(pr.send[l].status) || !ok(pr.recv[l].status))
-          return fail(ok(pr.send[l].status) ? pr.recv[l].status : pr.send[l].status,
-                      "rank %d: the first messages with ranks %d and %d failed", rank_, (rank_ + done) % n, from);
-        if (pr.in[l] != commHash_)
+      for (size_t l = 0; l < std::max(pr.inLanes, pr.outLanes); ++l) {
+        const Status sent = l < pr.outLanes ? pr.send[l].status : Status::Success;
+        const Status got = l < pr.inLanes ? pr.recv[l].status : Status::Success;
+        if (!ok(sent) || !ok(got))
+          return fail(ok(sent) ? got : sent, "rank %d: the first messages with ranks %d and %d failed", rank_,
+                      (rank_ + done) % n, from);
+        if (l < pr.inLanes && pr.in[l] != commHash_)
           return fail(Status::InvalidUsage, "rank %d: rank %d answered for another communicator", rank_, from);
       }
     }
@@ -757,9 +774,15 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
   c.ring = ring_;  // ring all-gather and reduce-scatter run on the topology ring
   switch (a.coll) {
     case CollKind::AllReduce: {
-      tune::AllReduceChoice choice = tune::allReduce(bytes, tuning_);
+      tune::AllReduceChoice choice = tune::allReduce(bytes, tuning_, c.average);
       if (choice.algo == tune::AllReduceAlgo::Direct) {
         algo::planDirectAllReduce(c, out);
+      } else if (choice.algo == tune::AllReduceAlgo::Hierarchical) {
+        algo::HierAllReduceArgs h;
+        h.base = c;
+        h.base.chunkBytes = choice.chunkBytes;
+        h.hostOf = hostOf_;
+        algo::planHierAllReduce(h, out);
       } else if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
         algo::planRdAllReduce(c, out);
       } else {

@@ -238,6 +238,7 @@ class Communicator : public engine::Liveness {
   // position p; ringPos_ is this rank's position.
   std::vector<int> ring_;
   int ringPos_ = 0;
+  std::vector<int> hostOf_;  // each rank's host, numbered 0.. in order of first rank
   bool checkMismatch_ = false;  // TEMPO_CHECK_MISMATCH, read at init
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<engine::Op>> ops_;

@@ -99,7 +99,11 @@ TEMPO_PARAM(CheckMismatch, "TEMPO_CHECK_MISMATCH", Int, "1",
             "with ncclInvalidUsage on every rank; 0: off")
 TEMPO_PARAM(Algo, "TEMPO_ALGO", Str, "auto",
             "all-reduce algorithm: auto (chosen per size by the tuner), ring, rd (recursive "
-            "doubling) or direct (one-shot: every rank sends to every rank)")
+            "doubling), direct (one-shot: every rank sends to every rank) or hier (reduce onto each host's "
+            "leader, all-reduce among leaders, broadcast on each host)")
+TEMPO_PARAM(NcclAlgo, "NCCL_ALGO", Str, "",
+            "all-reduce algorithms allowed, as NCCL: Ring, Tree (Tempo's hierarchical all-reduce), a comma "
+            "list, or ^ to exclude; TEMPO_ALGO wins when set")
 TEMPO_PARAM(BcastAlgo, "TEMPO_BCAST_ALGO", Str, "auto",
             "broadcast algorithm: auto (chosen per size by the tuner), chain (pipelined down a chain "
             "of ranks) or tree (binomial tree, ceil(log2 n) hops)")

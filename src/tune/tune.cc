@@ -1,8 +1,10 @@
 #include "src/tune/tune.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "src/core/param.h"
 
@@ -36,16 +38,55 @@ const char* algoName(AllReduceAlgo a) {
     case AllReduceAlgo::Ring: return "ring";
     case AllReduceAlgo::RecursiveDoubling: return "rd";
     case AllReduceAlgo::Direct: return "direct";
+    case AllReduceAlgo::Hierarchical: return "hier";
   }
   return "?";
 }
 
 const char* algoName(BroadcastAlgo a) { return a == BroadcastAlgo::Tree ? "tree" : "chain"; }
 
+namespace {
+// NCCL_ALGO as TEMPO_ALGO would say it: "ring", "hier" (Tree), or "auto" for a list of
+// both, unset, or a list that excludes with ^ (NCCL's syntax).
+Result<const char*> ncclAlgo() {
+  std::string v = param::NcclAlgo();
+  for (char& c : v) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (v.empty()) return "auto";
+  if (v[0] == '^') {
+    if (v == "^tree") return "ring";
+    if (v == "^ring") return "hier";
+    return "auto";
+  }
+  bool ring = false, tree = false;
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t end = v.find(',', start);
+    if (end == std::string::npos) end = v.size();
+    const std::string item = v.substr(start, end - start);
+    if (item == "ring") ring = true;
+    else if (item == "tree") tree = true;
+    else if (item != "collnetdirect" && item != "collnetchain" && item != "nvls" && item != "nvlstree" && item != "pat")
+      return fail(Status::InvalidArgument, "NCCL_ALGO=%s: expected Ring and/or Tree (or NCCL's other names)",
+                  param::NcclAlgo());
+    start = end + 1;
+  }
+  return ring && !tree ? "ring" : tree && !ring ? "hier" : "auto";
+}
+
+// The effective all-reduce override.
+const char* forcedAlgo() {
+  const char* a = param::Algo();
+  if (strcmp(a, "auto")) return a;
+  auto n = ncclAlgo();
+  return n.ok() ? n.value() : "auto";
+}
+}  // namespace
+
 Status checkOverrides() {
   const char* a = param::Algo();
-  if (strcmp(a, "auto") && strcmp(a, "ring") && strcmp(a, "rd") && strcmp(a, "direct"))
-    return fail(Status::InvalidArgument, "TEMPO_ALGO=%s: expected auto, ring, rd or direct", a);
+  if (strcmp(a, "auto") && strcmp(a, "ring") && strcmp(a, "rd") && strcmp(a, "direct") && strcmp(a, "hier"))
+    return fail(Status::InvalidArgument, "TEMPO_ALGO=%s: expected auto, ring, rd, direct or hier", a);
+  TEMPO_TRY(ncclAlgo().status());
   const char* b = param::BcastAlgo();
   if (strcmp(b, "auto") && strcmp(b, "chain") && strcmp(b, "tree"))
     return fail(Status::InvalidArgument, "TEMPO_BCAST_ALGO=%s: expected auto, chain or tree", b);
@@ -67,9 +108,13 @@ BroadcastAlgo broadcast(uint64_t bytes, const Context& ctx) {
   return BroadcastAlgo::Chain;
 }
 
-AllReduceChoice allReduce(uint64_t bytes, const Context& ctx) {
+AllReduceChoice allReduce(uint64_t bytes, const Context& ctx, bool average) {
   AllReduceChoice c;
-  const char* forced = param::Algo();
+  const char* forced = forcedAlgo();
+  // Hierarchical: only where some host has several ranks does it differ from the flat
+  // algorithms; there its network phase has one rank per host, so latency-bound sizes pay
+  // log2(hosts) network hops instead of log2(n).
+  const bool hierUseful = ctx.hosts > 1 && ctx.maxRanksPerHost > 1 && !average;
   // The latency-optimised algorithms stage whole vectors in scratch; the ring always fits.
   bool rdFits = bytes <= ctx.scratchBytes;
   bool directFits = bytes * uint64_t(ctx.nranks) <= ctx.scratchBytes;
@@ -77,7 +122,10 @@ AllReduceChoice allReduce(uint64_t bytes, const Context& ctx) {
   // size on these machines (4 ranks on 2 cores, 64 KiB: 245-268 us vs rd's 180-185 us).
   // It stays selectable for fabrics where a single round wins.
   if (!strcmp(forced, "auto")) {
-    if (rdFits && bytes <= rdLimit(ctx)) c.algo = AllReduceAlgo::RecursiveDoubling;
+    if (rdFits && bytes <= rdLimit(ctx))
+      c.algo = hierUseful ? AllReduceAlgo::Hierarchical : AllReduceAlgo::RecursiveDoubling;
+  } else if (!strcmp(forced, "hier") && !average && rdFits) {
+    c.algo = AllReduceAlgo::Hierarchical;
   } else if (!strcmp(forced, "rd") && rdFits) {
     c.algo = AllReduceAlgo::RecursiveDoubling;
   } else if (!strcmp(forced, "direct") && directFits) {

@@ -10,7 +10,7 @@
 
 namespace tempo::tune {
 
-enum class AllReduceAlgo { Ring, RecursiveDoubling, Direct };
+enum class AllReduceAlgo { Ring, RecursiveDoubling, Direct, Hierarchical };
 const char* algoName(AllReduceAlgo a);
 
 struct Context {
@@ -18,6 +18,8 @@ struct Context {
   transport::Kind slowest = transport::Kind::Loopback;  // slowest transport to any peer
   bool oversubscribed = false;  // more ranks on this host than cores
   uint64_t scratchBytes = 0;    // the communicator's scratch memory
+  int hosts = 1;                // hosts the ranks are on
+  int maxRanksPerHost = 1;
 };
 
 struct AllReduceChoice {
@@ -25,8 +27,10 @@ struct AllReduceChoice {
   uint64_t chunkBytes = 0;  // ring: bytes per segment column
 };
 
-// `bytes` is one rank's payload.
-AllReduceChoice allReduce(uint64_t bytes, const Context& ctx);
+// `bytes` is one rank's payload; `average` (ncclAvg) rules out the hierarchical algorithm.
+// TEMPO_ALGO (auto, ring, rd, direct, hier) wins over NCCL_ALGO (Ring, Tree: the
+// hierarchical all-reduce, whose leaders use a tree-shaped recursive doubling or a ring).
+AllReduceChoice allReduce(uint64_t bytes, const Context& ctx, bool average = false);
 
 // Broadcast: a pipelined chain moves large messages at the transport's bandwidth; a
 // binomial tree reaches n ranks in ceil(log2 n) hops instead of n-1, which wins while

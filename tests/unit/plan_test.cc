@@ -24,6 +24,7 @@
 #include "src/algo/collectives.h"
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
+#include "src/algo/hier_allreduce.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
 
@@ -755,6 +756,55 @@ TEST(CollectivePlans, RingAllGatherAndReduceScatterSendAlongTheGivenRing) {
     EXPECT_GT(sends, 0);
     EXPECT_EQ(sends, recvs);
   }
+}
+
+// Hierarchical all-reduce over hosts with uneven numbers of ranks: every rank ends with
+// every contribution exactly once, leaders through recursive doubling (small) or the ring
+// (large), with and without the fingerprint exchange in front.
+void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, uint64_t rdBytes, uint64_t seed,
+                  bool fingerprint) {
+  const int n = int(hostOf.size());
+  SCOPED_TRACE(testing::Message() << "n=" << n << " count=" << count << " inPlace=" << inPlace
+                                  << " rdBytes=" << rdBytes << " seed=" << seed << " fp=" << fingerprint);
+  std::vector<RankSetup> setups(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    RankSetup& u = setups[size_t(r)];
+    HierAllReduceArgs h;
+    h.base.count = count;
+    h.base.typeSize = 4;
+    h.base.inPlace = inPlace;
+    h.base.rank = r;
+    h.base.nranks = n;
+    h.base.chunkBytes = 64;
+    h.base.scratchBytes = 1024;
+    h.hostOf = hostOf;
+    h.leaderRdBytes = rdBytes;
+    planHierAllReduce(h, u.plan);
+    u.input.resize(count);
+    for (uint64_t e = 0; e < count; ++e) u.input[e] = from(r, e);
+    u.outputCells = count;
+  }
+  Simulator sim(n, 4, inPlace, std::move(setups));
+  if (fingerprint) sim.prependFingerprints();
+  ASSERT_TRUE(sim.run(seed));
+  sim.checkResult();
+}
+
+TEST(HierAllReducePlan, EveryRankGetsEveryContributionOnceOverUnevenHosts) {
+  const std::vector<std::vector<int>> layouts = {
+      {0},                       // one rank
+      {0, 1, 2, 3},              // one rank per host
+      {0, 0, 0, 0},              // one host
+      {0, 0, 1, 1},              // 2 x 2
+      {0, 1, 0, 1, 0, 1},        // interleaved ranks
+      {0, 0, 0, 1, 2, 2},        // 3, 1, 2
+      {2, 2, 0, 1, 1, 1, 0, 2},  // hosts numbered out of rank order
+  };
+  for (const auto& hostOf : layouts)
+    for (uint64_t count : {uint64_t(1), uint64_t(5), uint64_t(100)})
+      for (bool inPlace : {false, true})
+        for (uint64_t rdBytes : {uint64_t(0), uint64_t(1) << 20})
+          for (uint64_t seed = 0; seed < 2; ++seed) simulateHier(hostOf, count, inPlace, rdBytes, seed, seed == 1);
 }
 
 // The binomial tree over every size up to 17 and every root: each rank has exactly one

@@ -110,5 +110,53 @@ TEST(Tune, RingSegmentsAreWholeUpToTheirCapThenColumns) {
   EXPECT_EQ(allReduce(64 * MiB, tcp).chunkBytes, 64 * KiB);
 }
 
+// Several hosts with several ranks on some: latency-bound sizes go hierarchical (one
+// rank per host on the network); with one rank per host, or for ncclAvg, they do not.
+TEST(Tune, SeveralRanksOnSeveralHostsTakeTheHierarchicalAllReduceWhenLatencyBound) {
+  Context c = shm(8, false);
+  c.slowest = transport::Kind::OfiTcp;
+  c.hosts = 4;
+  c.maxRanksPerHost = 2;
+  EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::Hierarchical);
+  EXPECT_EQ(allReduce(8 * KiB, c, /*average=*/true).algo, AllReduceAlgo::RecursiveDoubling);
+  EXPECT_EQ(allReduce(16 * MiB, c).algo, AllReduceAlgo::Ring);
+  c.maxRanksPerHost = 1;
+  EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
+  c.hosts = 1;
+  c.maxRanksPerHost = 8;
+  EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
+}
+
+TEST(Tune, NcclAlgoRingOrTreeAndTempoAlgoWins) {
+  Context c = shm(8, false);
+  c.hosts = 4;
+  c.maxRanksPerHost = 2;
+  {
+    ParamGuard g(param::Id::NcclAlgo, "Ring");
+    EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::Ring);
+  }
+  {
+    ParamGuard g(param::Id::NcclAlgo, "tree");
+    EXPECT_EQ(allReduce(1 * MiB, c).algo, AllReduceAlgo::Hierarchical);
+    EXPECT_EQ(allReduce(1 * MiB, c, true).algo, AllReduceAlgo::Ring) << "no hierarchical ncclAvg";
+    ParamGuard t(param::Id::Algo, "rd");
+    EXPECT_EQ(allReduce(1 * MiB, c).algo, AllReduceAlgo::RecursiveDoubling) << "TEMPO_ALGO wins";
+  }
+  {
+    ParamGuard g(param::Id::NcclAlgo, "^Tree");
+    EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::Ring);
+  }
+  {
+    ParamGuard g(param::Id::NcclAlgo, "Ring,Tree");
+    EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::Hierarchical) << "both allowed: the tuner's choice";
+  }
+  {
+    ParamGuard g(param::Id::NcclAlgo, "Banana");
+    EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
+  }
+  ParamGuard g(param::Id::Algo, "hier");
+  EXPECT_EQ(checkOverrides(), Status::Success);
+}
+
 }  // namespace
 }  // namespace tempo::tune
