@@ -4,7 +4,7 @@
 #
 #   bench/compare_rings.sh [--hosts 8] [--leaves 2] [--oversub 4] [--host-rate 400mbit]
 #                          [-b 64K] [-e 16M] [-f 4] [--rounds 3] [--iters 3] [--warmup 1]
-#                          [--algo ring] [build dir]
+#                          [--algo ring] [--algos "hier ring"] [build dir]
 #
 # One rank per emulated host, ranks numbered round-robin across the leaves (the layout in
 # which a rank-order ring crosses the spine on every hop). Each round runs all_reduce_perf
@@ -12,10 +12,12 @@
 # which goes first. TEMPO_ALGO (default ring, so that small sizes compare rings too)
 # passes through --algo. The table shows, per size, the median out-of-place time (us) and
 # busbw (GB/s) of each and topo/rank = the rank-order ring's time / the topology ring's
-# (above 1: the topology ring is faster). Results are checked (-c 1) outside the timed loop.
+# (above 1: the topology ring is faster). --algos "A B" instead compares TEMPO_ALGO=A with
+# TEMPO_ALGO=B, both on the topology ring (B/A: above 1, A is faster). Results are checked
+# (-c 1) outside the timed loop.
 set -euo pipefail
 
-hosts=8 leaves=2 oversub=4 rate=400mbit minb=64K maxb=16M factor=4 rounds=3 iters=3 warmup=1 algo=ring build=build
+hosts=8 leaves=2 oversub=4 rate=400mbit minb=64K maxb=16M factor=4 rounds=3 iters=3 warmup=1 algo=ring algos="" build=build
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,6 +32,7 @@ while [ $# -gt 0 ]; do
     --iters|-n) iters=$2; shift 2 ;;
     --warmup|-w) warmup=$2; shift 2 ;;
     --algo) algo=$2; shift 2 ;;
+    --algos) algos=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "compare_rings.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) build=$1; shift ;;
@@ -45,29 +48,39 @@ trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-orders=(topology rank)
+# Contender k: its name and its settings.
+if [ -n "$algos" ]; then
+  read -r a1 a2 <<<"$algos"
+  names=("$a1" "$a2")
+  settings=("TEMPO_RING_ORDER=topology TEMPO_ALGO=$a1" "TEMPO_RING_ORDER=topology TEMPO_ALGO=$a2")
+else
+  names=(topology rank)
+  settings=("TEMPO_RING_ORDER=topology TEMPO_ALGO=$algo" "TEMPO_RING_ORDER=rank TEMPO_ALGO=$algo")
+fi
 echo "# compare_rings.sh: all_reduce_perf, $hosts hosts on $leaves leaves, host links $rate, $oversub:1 uplinks, ranks round-robin over the leaves"
-echo "# sizes $minb..$maxb factor $factor, iters $iters, warmup $warmup, rounds $rounds, float sum, TEMPO_ALGO=$algo"
+echo "# sizes $minb..$maxb factor $factor, iters $iters, warmup $warmup, rounds $rounds, float sum; ${names[0]}: ${settings[0]}; ${names[1]}: ${settings[1]}"
 for ((r = 0; r < rounds; r++)); do
-  for ((k = 0; k < 2; k++)); do
-    o=${orders[$(((r + k) % 2))]}
-    out=$work/raw.$o.$r rc=0
+  for ((j = 0; j < 2; j++)); do
+    k=$(((r + j) % 2)) o=${names[$(((r + j) % 2))]}
+    out=$work/raw.$k.$r rc=0
+    # shellcheck disable=SC2086  # the settings are several assignments
     "$testbed" --hosts "$hosts" --leaves "$leaves" --oversub "$oversub" --host-rate "$rate" --numbering round-robin \
-      --timeout 1800 -- env TEMPO_RING_ORDER="$o" TEMPO_ALGO="$algo" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH \
+      --timeout 1800 -- env ${settings[$k]} NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH \
       "$perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1 -d float -o sum > "$out" 2>&1 || rc=$?
     if [ "$rc" != 0 ]; then
-      echo "compare_rings.sh: the $o ring failed (exit $rc):" >&2
+      echo "compare_rings.sh: $o failed (exit $rc):" >&2
       cat "$out" >&2
       exit 1
     fi
-    [ "$r" != 0 ] || grep -o "Ring ($o order).*" "$out" | sed 's/^/# /'
-    awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $6, $8 }' "$out" > "$work/v.$o.$r"
+    [ "$r" != 0 ] || grep -o "Ring (.* order).*" "$out" | sed "s/^/# $o: /"
+    awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $6, $8 }' "$out" > "$work/v.$k.$r"
   done
 done
-for o in "${orders[@]}"; do medians "$work"/v."$o".* > "$work/med.$o"; done
+for k in 0 1; do medians "$work"/v."$k".* > "$work/med.$k"; done
 echo
-printf "# %10s  %11s  %11s  %9s  %9s  %9s\n" "size(B)" "topo us" "rank us" "topo GB/s" "rank GB/s" "topo/rank"
+printf "# %10s  %11s  %11s  %9s  %9s  %9s\n" "size(B)" "${names[0]} us" "${names[1]} us" "${names[0]:0:4} GB/s" \
+  "${names[1]:0:4} GB/s" "${names[1]:0:4}/${names[0]:0:4}"
 # busbw from the median times (the tools print two decimals, too few on slow links).
-join "$work/med.topology" "$work/med.rank" | sort -k1,1n | awk -v n="$hosts" '
+join "$work/med.0" "$work/med.1" | sort -k1,1n | awk -v n="$hosts" '
   { f = 2 * (n - 1) / n / 1e3; r = $2 > 0 ? $4 / $2 : 0
     printf "  %10d  %11.1f  %11.1f  %9.4f  %9.4f  %9.2f\n", $1, $2, $4, $1 / $2 * f, $1 / $4 * f, r }'

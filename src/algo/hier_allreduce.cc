@@ -65,6 +65,13 @@ void planHierAllReduce(const HierAllReduceArgs& a, Plan& out) {
     if (size_t(h) >= seenHost.size()) seenHost.resize(size_t(h) + 1, false);
     if (!seenHost[size_t(h)]) seenHost[size_t(h)] = true, leaders.push_back(r);
   }
+  // Leaders in topology-ring order when there is one: neighbours on the ring are
+  // neighbours in phase 2 (the ring's hops, recursive doubling's first exchanges), so only
+  // the last exchanges cross the upper switches.
+  if (!c.ring.empty()) {
+    auto position = [&](int r) { return int(std::find(c.ring.begin(), c.ring.end(), r) - c.ring.begin()); };
+    std::stable_sort(leaders.begin(), leaders.end(), [&](int x, int y) { return position(x) < position(y); });
+  }
   const int localIndex = int(std::find(local.begin(), local.end(), me) - local.begin());
   const bool leader = localIndex == 0;
   const uint64_t bytes = c.count * c.typeSize;

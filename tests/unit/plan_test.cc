@@ -762,7 +762,7 @@ TEST(CollectivePlans, RingAllGatherAndReduceScatterSendAlongTheGivenRing) {
 // every contribution exactly once, leaders through recursive doubling (small) or the ring
 // (large), with and without the fingerprint exchange in front.
 void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, uint64_t rdBytes, uint64_t seed,
-                  bool fingerprint) {
+                  bool fingerprint, const std::vector<int>& ring = {}) {
   const int n = int(hostOf.size());
   SCOPED_TRACE(testing::Message() << "n=" << n << " count=" << count << " inPlace=" << inPlace
                                   << " rdBytes=" << rdBytes << " seed=" << seed << " fp=" << fingerprint);
@@ -778,6 +778,7 @@ void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, 
     h.base.chunkBytes = 64;
     h.base.scratchBytes = 1024;
     h.hostOf = hostOf;
+    h.base.ring = ring;
     h.leaderRdBytes = rdBytes;
     planHierAllReduce(h, u.plan);
     u.input.resize(count);
@@ -805,6 +806,14 @@ TEST(HierAllReducePlan, EveryRankGetsEveryContributionOnceOverUnevenHosts) {
       for (bool inPlace : {false, true})
         for (uint64_t rdBytes : {uint64_t(0), uint64_t(1) << 20})
           for (uint64_t seed = 0; seed < 2; ++seed) simulateHier(hostOf, count, inPlace, rdBytes, seed, seed == 1);
+  // Leaders taken in a ring's order (the topology ring's), any order.
+  const std::vector<int> hostOf{0, 1, 2, 0, 1, 2, 3};
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    std::vector<int> ring{0, 1, 2, 3, 4, 5, 6};
+    std::mt19937_64 rng(seed);
+    std::shuffle(ring.begin(), ring.end(), rng);
+    for (uint64_t rdBytes : {uint64_t(0), uint64_t(1) << 20}) simulateHier(hostOf, 50, seed % 2, rdBytes, seed, false, ring);
+  }
 }
 
 // The binomial tree over every size up to 17 and every root: each rank has exactly one
