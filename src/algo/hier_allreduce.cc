@@ -86,13 +86,19 @@ void planHierAllReduce(const HierAllReduceArgs& a, Plan& out) {
   // leaders of different hosts, which phases 1 and 3 never pair, so it numbers from 0.
   const uint64_t halfIds = kMaxDataMsgs / 2 - 64;
   const uint64_t localChunk = std::max<uint64_t>(c.chunkBytes, (bytes + halfIds - 1) / halfIds);
-  CollPlanArgs p1 = c;
-  p1.chunkBytes = localChunk;
-  p1.rank = localIndex;
-  p1.nranks = int(local.size());
-  p1.root = 0;
-  p1.average = false;
-  p1.ring = {};
+  // Phases 1 and 3 run among the host's ranks, rooted at the leader.
+  auto onHost = [&](bool inPlace) {
+    CollPlanArgs h = c;
+    h.chunkBytes = localChunk;
+    h.rank = localIndex;
+    h.nranks = int(local.size());
+    h.root = 0;
+    h.inPlace = inPlace;
+    h.average = false;
+    h.ring = {};
+    return h;
+  };
+  const CollPlanArgs p1 = onHost(c.inPlace);
   sub.clear();
   planChainReduce(p1, sub);
   scratch = std::max(scratch, sub.scratchBytes);
@@ -129,14 +135,7 @@ void planHierAllReduce(const HierAllReduceArgs& a, Plan& out) {
   }
 
   // Phase 3: the leader broadcasts the result to its host, in place on the output.
-  CollPlanArgs p3 = c;
-  p3.chunkBytes = localChunk;
-  p3.rank = localIndex;
-  p3.nranks = int(local.size());
-  p3.root = 0;
-  p3.inPlace = true;
-  p3.average = false;
-  p3.ring = {};
+  const CollPlanArgs p3 = onHost(true);
   sub.clear();
   planChainBroadcast(p3, sub);
   scratch = std::max(scratch, sub.scratchBytes);

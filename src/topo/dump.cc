@@ -1,9 +1,11 @@
 #include "src/topo/dump.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+
+#include "src/topo/text_file.h"
 
 namespace tempo::topo {
 
@@ -30,17 +32,11 @@ Result<JobTopology> parseTopology(std::string_view text, const std::string& sour
   JobTopology job;
   std::string mapText;
   std::vector<bool> seen;
-  int lineNo = 0;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string line(text.substr(pos, end - pos));
-    pos = end + 1;
-    ++lineNo;
+  TEMPO_TRY(forEachLine(text, [&](std::string_view view, int lineNo) -> Status {
+    const std::string line(view);
     if (line.rfind("Rank=", 0) != 0) {
       mapText += line + "\n";
-      continue;
+      return Status::Success;
     }
     mapText += "\n";
     long rank = -1;
@@ -53,10 +49,12 @@ Result<JobTopology> parseTopology(std::string_view text, const std::string& sour
       job.hostOfRank.resize(size_t(rank) + 1);
       seen.resize(size_t(rank) + 1);
     }
-    if (seen[size_t(rank)]) return fail(Status::InvalidArgument, "%s:%d: rank %ld is given twice", source.c_str(), lineNo, rank);
+    if (seen[size_t(rank)])
+      return fail(Status::InvalidArgument, "%s:%d: rank %ld is given twice", source.c_str(), lineNo, rank);
     seen[size_t(rank)] = true;
     job.hostOfRank[size_t(rank)] = host;
-  }
+    return Status::Success;
+  }));
   for (size_t r = 0; r < seen.size(); ++r)
     if (!seen[r]) return fail(Status::InvalidArgument, "%s: rank %zu has no Rank line", source.c_str(), r);
   TEMPO_ASSIGN(job.map, parseSwitchMap(mapText, source));
@@ -64,11 +62,8 @@ Result<JobTopology> parseTopology(std::string_view text, const std::string& sour
 }
 
 Result<JobTopology> loadTopology(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return fail(Status::SystemError, "cannot read the topology %s: %s", path.c_str(), std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parseTopology(text.str(), path);
+  TEMPO_ASSIGN(std::string text, readTextFile(path, "topology"));
+  return parseTopology(text, path);
 }
 
 Status writeTopology(const std::string& path, const SwitchMap& map, std::span<const std::string> hostOfRank) {

@@ -3,13 +3,11 @@
 #include <hwloc.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
+
+#include "src/topo/text_file.h"
 
 namespace tempo::topo {
 namespace {
@@ -71,11 +69,7 @@ PciDevice describe(hwloc_topology_t topo, hwloc_obj_t obj) {
 // rewritten in memory: the version lowered, and each osdev_type turned into the 2.x type
 // it names (OpenFabrics over network, coprocessor over GPU). A 2.x file passes unchanged.
 Result<std::string> readXml(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(Status::InvalidArgument, "cannot read the topology XML %s: %s", path.c_str(), std::strerror(errno));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string xml = buf.str();
+  TEMPO_ASSIGN(std::string xml, readTextFile(path, "topology XML"));
 #if HWLOC_API_VERSION < 0x00030000
   const std::string v3 = "<topology version=\"3.";
   const size_t at = xml.find(v3);

@@ -1,12 +1,11 @@
 #include "src/topo/switch_map.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
+#include <cctype>
 #include <sstream>
 
 #include "src/topo/hostlist.h"
+#include "src/topo/text_file.h"
 
 namespace tempo::topo {
 namespace {
@@ -44,14 +43,7 @@ Result<SwitchMap> parseSwitchMap(std::string_view text, const std::string& sourc
   std::vector<Pending> childRefs;
 
   // Pass 1: one switch per line, its hosts and the names of its child switches.
-  int lineNo = 0;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++lineNo;
+  TEMPO_TRY(forEachLine(text, [&](std::string_view line, int lineNo) -> Status {
     if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     std::istringstream words{std::string(line)};
     std::string name, nodes, children;
@@ -71,7 +63,7 @@ Result<SwitchMap> parseSwitchMap(std::string_view text, const std::string& sourc
         return fail(Status::InvalidArgument, "%s:%d: unknown key '%s' (expected SwitchName, Nodes, Switches or LinkSpeed)",
                     source.c_str(), lineNo, word.substr(0, eq).c_str());
     }
-    if (!any) continue;
+    if (!any) return Status::Success;
     if (name.empty()) return fail(Status::InvalidArgument, "%s:%d: a line without SwitchName=", source.c_str(), lineNo);
     if (byName.count(name))
       return fail(Status::InvalidArgument, "%s:%d: switch '%s' is defined twice", source.c_str(), lineNo, name.c_str());
@@ -92,7 +84,8 @@ Result<SwitchMap> parseSwitchMap(std::string_view text, const std::string& sourc
       TEMPO_ASSIGN(auto names, expandHostlist(children));
       for (std::string& c : names) childRefs.push_back({index, std::move(c), lineNo});
     }
-  }
+    return Status::Success;
+  }));
 
   // Pass 2: link children to parents (each switch has at most one parent).
   for (const Pending& p : childRefs) {
@@ -127,11 +120,8 @@ Result<SwitchMap> parseSwitchMap(std::string_view text, const std::string& sourc
 }
 
 Result<SwitchMap> loadSwitchMap(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return fail(Status::SystemError, "cannot read the switch map %s: %s", path.c_str(), std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parseSwitchMap(text.str(), path);
+  TEMPO_ASSIGN(std::string text, readTextFile(path, "switch map"));
+  return parseSwitchMap(text, path);
 }
 
 }  // namespace tempo::topo
