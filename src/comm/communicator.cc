@@ -184,6 +184,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   for (auto& ep : endpoints_) tuning_.slowest = std::max(tuning_.slowest, ep->kind());
   TEMPO_INFO(log::Init, "comm %p rank %d: %d ranks on this host with %ld cores, polling %ld us before yielding",
              static_cast<void*>(this), rank, localRanks, cores, long(spinUs));
+  if (rank == 0) logTuning();
 
   // Every rank has connected before anyone sends.
   TEMPO_TRY(boot_->barrier(deadline));
@@ -191,6 +192,32 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",
              static_cast<void*>(this), rank, nranks, device_, (unsigned long)commHash_);
   return Status::Success;
+}
+
+// NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING: which all-reduce algorithm each size band
+// gets, and the facts the tuner decided from.
+void Communicator::logTuning() const {
+  if (!log::enabled(log::Level::Info, log::Tuning)) return;
+  std::string bands;
+  auto size = [](uint64_t b) {
+    return b >= (1u << 20) ? std::to_string(b >> 20) + " MiB" : b >= 1024 ? std::to_string(b >> 10) + " KiB"
+                                                                           : std::to_string(b) + " B";
+  };
+  // Sampled at powers of two: each band is named by the largest size it holds.
+  tune::AllReduceAlgo current = tune::allReduce(8, tuning_).algo;
+  for (uint64_t b = 16; b <= (uint64_t(1) << 30); b *= 2) {
+    const tune::AllReduceAlgo a = tune::allReduce(b, tuning_).algo;
+    if (a == current) continue;
+    bands += (bands.empty() ? "" : ", ") + std::string(tune::algoName(current)) + " up to " + size(b / 2);
+    current = a;
+  }
+  bands += (bands.empty() ? "" : ", ") + std::string(tune::algoName(current)) + (bands.empty() ? " at every size" : " above");
+  TEMPO_INFO(log::Tuning,
+             "comm %p AllReduce: %s (%d ranks on %d hosts, at most %d on one; slowest transport %s%s; scratch %zu "
+             "bytes)",
+             static_cast<const void*>(this), bands.c_str(), nranks_, tuning_.hosts, tuning_.maxRanksPerHost,
+             transport::kindName(tuning_.slowest), tuning_.oversubscribed ? ", more ranks than cores" : "",
+             size_t(tuning_.scratchBytes));
 }
 
 Status Communicator::buildRing(Deadline deadline) {

@@ -208,6 +208,7 @@ class Communicator : public engine::Liveness {
   // Lays out ring_ from the ranks' hosts and the switch map, and checks that every rank
   // chose the same ring.
   Status buildRing(Deadline deadline);
+  void logTuning() const;
   Status connectTransports(Deadline deadline);
   // One small message each way with every peer over its transport, before init completes.
   Status handshake(Deadline deadline);
