@@ -2,7 +2,7 @@
 # compare_rings.sh -- the topology-aware ring against the rank-order ring, side by side,
 # on an emulated oversubscribed fabric (scripts/fabric-testbed.sh; needs root).
 #
-#   bench/compare_rings.sh [--hosts 8] [--leaves 2] [--oversub 4] [--host-rate 400mbit]
+#   bench/compare_rings.sh [--hosts 8] [--leaves 2] [--oversub 4] [--host-rate 400mbit] [--ranks-per-host 1]
 #                          [-b 64K] [-e 16M] [-f 4] [--rounds 3] [--iters 3] [--warmup 1]
 #                          [--algo ring] [--algos "hier ring"] [build dir]
 #
@@ -17,12 +17,13 @@
 # (-c 1) outside the timed loop.
 set -euo pipefail
 
-hosts=8 leaves=2 oversub=4 rate=400mbit minb=64K maxb=16M factor=4 rounds=3 iters=3 warmup=1 algo=ring algos="" build=build
+per_host=1 hosts=8 leaves=2 oversub=4 rate=400mbit minb=64K maxb=16M factor=4 rounds=3 iters=3 warmup=1 algo=ring algos="" build=build
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) hosts=$2; shift 2 ;;
     --leaves) leaves=$2; shift 2 ;;
+    --ranks-per-host) per_host=$2; shift 2 ;;
     --oversub) oversub=$2; shift 2 ;;
     --host-rate) rate=$2; shift 2 ;;
     -b) minb=$2; shift 2 ;;
@@ -57,14 +58,14 @@ else
   names=(topology rank)
   settings=("TEMPO_RING_ORDER=topology TEMPO_ALGO=$algo" "TEMPO_RING_ORDER=rank TEMPO_ALGO=$algo")
 fi
-echo "# compare_rings.sh: all_reduce_perf, $hosts hosts on $leaves leaves, host links $rate, $oversub:1 uplinks, ranks round-robin over the leaves"
+echo "# compare_rings.sh: all_reduce_perf, $hosts hosts ($per_host rank(s) each) on $leaves leaves, host links $rate, $oversub:1 uplinks, ranks round-robin over the leaves"
 echo "# sizes $minb..$maxb factor $factor, iters $iters, warmup $warmup, rounds $rounds, float sum; ${names[0]}: ${settings[0]}; ${names[1]}: ${settings[1]}"
 for ((r = 0; r < rounds; r++)); do
   for ((j = 0; j < 2; j++)); do
     k=$(((r + j) % 2)) o=${names[$(((r + j) % 2))]}
     out=$work/raw.$k.$r rc=0
     # shellcheck disable=SC2086  # the settings are several assignments
-    "$testbed" --hosts "$hosts" --leaves "$leaves" --oversub "$oversub" --host-rate "$rate" --numbering round-robin \
+    "$testbed" --hosts "$hosts" --ranks-per-host "$per_host" --leaves "$leaves" --oversub "$oversub" --host-rate "$rate" --numbering round-robin \
       --timeout 1800 -- env ${settings[$k]} NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH \
       "$perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1 -d float -o sum > "$out" 2>&1 || rc=$?
     if [ "$rc" != 0 ]; then
@@ -81,6 +82,6 @@ echo
 printf "# %10s  %11s  %11s  %9s  %9s  %9s\n" "size(B)" "${names[0]} us" "${names[1]} us" "${names[0]:0:4} GB/s" \
   "${names[1]:0:4} GB/s" "${names[1]:0:4}/${names[0]:0:4}"
 # busbw from the median times (the tools print two decimals, too few on slow links).
-join "$work/med.0" "$work/med.1" | sort -k1,1n | awk -v n="$hosts" '
+join "$work/med.0" "$work/med.1" | sort -k1,1n | awk -v n="$((hosts * per_host))" '
   { f = 2 * (n - 1) / n / 1e3; r = $2 > 0 ? $4 / $2 : 0
     printf "  %10d  %11.1f  %11.1f  %9.4f  %9.4f  %9.2f\n", $1, $2, $4, $1 / $2 * f, $1 / $4 * f, r }'

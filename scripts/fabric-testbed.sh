@@ -12,8 +12,9 @@
 # by default, as in tests/fixtures/slurm/two-level.conf) and the matching Slurm
 # topology.conf is written and exported as TEMPO_TOPO_FILE.
 #
-# The command runs once per host, one rank per host, launched through the environment
-# (RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR=rank 0's address, TEMPO_HOSTNAME), with
+# The command runs --ranks-per-host times per host (default once), launched through the
+# environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=rank 0's address, TEMPO_HOSTNAME;
+# the ranks of a host are consecutive and share its namespace), with
 # NCCL_SOCKET_IFNAME, FI_TCP_IFACE and UCX_NET_DEVICES set to the host's link unless the
 # caller set them. Ranks are numbered --numbering block (rank r on host r) or round-robin
 # (rank r on leaf r % L). Rank 0's output is printed; every rank's is kept in the work
@@ -24,10 +25,10 @@
 # Options (defaults in brackets):
 #   --hosts H [8]   --leaves L [2]   --host-rate R [400mbit]   --oversub X [4]
 #   --numbering block|round-robin [block]   --name N [tb, at most 6 characters]
-#   --timeout S [600]   --keep-logs DIR (copy the rank logs there)
+#   --ranks-per-host K [1]   --timeout S [600]   --keep-logs DIR (copy the rank logs there)
 set -euo pipefail
 
-hosts=8 leaves=2 host_rate=400mbit oversub=4 numbering=block name=tb timeout_s=600 keep_logs=""
+hosts=8 leaves=2 host_rate=400mbit oversub=4 numbering=block name=tb timeout_s=600 keep_logs="" per_host=1
 while [ $# -gt 0 ]; do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
     --name) name=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --keep-logs) keep_logs=$2; shift 2 ;;
+    --ranks-per-host) per_host=$2; shift 2 ;;
     --) shift; break ;;
     -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "fabric-testbed: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -45,8 +47,8 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { echo "fabric-testbed: no command given (… -- <command>)" >&2; exit 2; }
 case $numbering in block|round-robin) ;; *) echo "fabric-testbed: --numbering must be block or round-robin" >&2; exit 2 ;; esac
-[[ $hosts =~ ^[0-9]+$ && $leaves =~ ^[0-9]+$ && $oversub =~ ^[0-9]+$ ]] ||
-  { echo "fabric-testbed: --hosts, --leaves and --oversub take whole numbers" >&2; exit 2; }
+[[ $hosts =~ ^[0-9]+$ && $leaves =~ ^[0-9]+$ && $oversub =~ ^[0-9]+$ && $per_host =~ ^[1-9][0-9]*$ ]] ||
+  { echo "fabric-testbed: --hosts, --leaves, --oversub and --ranks-per-host take whole numbers" >&2; exit 2; }
 if [ "$leaves" -lt 1 ] || [ "$hosts" -lt "$leaves" ] || [ $((hosts % leaves)) -ne 0 ] || [ "$hosts" -gt 250 ]; then
   echo "fabric-testbed: --hosts ($hosts) must be a multiple of --leaves ($leaves), at most 250" >&2; exit 2
 fi
@@ -146,18 +148,22 @@ for ((l = 0; l < leaves; ++l)); do
   printf 'SwitchName=leaf%d Nodes=node[%02d-%02d]\n' "$l" $((l * per_leaf + 1)) $(((l + 1) * per_leaf)) >> "$topo"
 done
 printf 'SwitchName=spine Switches=leaf[0-%d]\n' $((leaves - 1)) >> "$topo"
-for ((r = 0; r < hosts; ++r)); do
-  if [ "$numbering" = block ]; then host_of_rank+=("$r")
-  else host_of_rank+=($(( (r % leaves) * per_leaf + r / leaves )))
+# The i-th host in rank order: block takes them in switch order, round-robin deals them
+# across the leaves. Each host's ranks are consecutive.
+nranks=$((hosts * per_host))
+for ((r = 0; r < nranks; ++r)); do
+  i=$((r / per_host))
+  if [ "$numbering" = block ]; then host_of_rank+=("$i")
+  else host_of_rank+=($(( (i % leaves) * per_leaf + i / leaves )))
   fi
 done
 master=10.77.0.$((host_of_rank[0] + 1))
-echo "# fabric-testbed: $hosts hosts on $leaves leaves, host links $host_rate, uplinks ${uplink_kbit}kbit ($oversub:1), ranks numbered $numbering"
+echo "# fabric-testbed: $hosts hosts on $leaves leaves, $per_host rank(s) each, host links $host_rate, uplinks ${uplink_kbit}kbit ($oversub:1), ranks numbered $numbering"
 
 # Phase 4: one rank per host; wait for all, or for the first failure, or the timeout.
-for ((r = 0; r < hosts; ++r)); do
+for ((r = 0; r < nranks; ++r)); do
   h=${host_of_rank[r]}
-  setsid ip netns exec "$name-h$h" env RANK="$r" WORLD_SIZE="$hosts" LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
+  setsid ip netns exec "$name-h$h" env RANK="$r" WORLD_SIZE="$nranks" LOCAL_RANK=$((r % per_host)) LOCAL_WORLD_SIZE="$per_host" \
     MASTER_ADDR="$master" MASTER_PORT="${MASTER_PORT:-29500}" TEMPO_HOSTNAME="$(printf 'node%02d' $((h + 1)))" \
     TEMPO_TOPO_FILE="${TEMPO_TOPO_FILE:-$topo}" NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-eth0}" \
     FI_TCP_IFACE="${FI_TCP_IFACE:-eth0}" \
@@ -169,7 +175,7 @@ deadline=$((SECONDS + timeout_s))
 rc=0 failed=-1
 while :; do
   running=0
-  for ((r = 0; r < hosts; ++r)); do
+  for ((r = 0; r < nranks; ++r)); do
     p=${pids[r]}
     [ "$p" = done ] && continue
     if kill -0 "$p" 2>/dev/null; then running=1; continue; fi

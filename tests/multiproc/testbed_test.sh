@@ -32,6 +32,13 @@ rc=$?
 check "a run past --timeout returns 124" '[ "$rc" = 124 ]'
 check "nothing left after a timeout" '[ "$(leftovers)" = 0 ] && ! pgrep -x -f "sleep 60" > /dev/null'
 
+logs=$(mktemp -d)
+"$testbed" --name "$name" --hosts 2 --leaves 1 --ranks-per-host 2 --keep-logs "$logs" -- \
+  sh -c 'echo "rank $RANK of $WORLD_SIZE local $LOCAL_RANK of $LOCAL_WORLD_SIZE on $TEMPO_HOSTNAME"' > /dev/null 2>&1
+check "--ranks-per-host 2 puts consecutive ranks on one host" \
+  'grep -q "rank 1 of 4 local 1 of 2 on node01" "$logs/rank1.log" && grep -q "rank 2 of 4 local 0 of 2 on node02" "$logs/rank2.log"'
+rm -rf "$logs"
+
 "$testbed" --hosts 3 --leaves 2 -- true > /dev/null 2>&1
 check "hosts that do not divide into leaves are refused (exit 2)" '[ $? = 2 ]'
 exit $((fails > 0))
