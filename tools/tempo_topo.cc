@@ -15,12 +15,14 @@
 // round-robin deals hosts out across the leaves (rank r on leaf r % L), as a scheduler
 // that ignores the topology might. --dump writes the job topology (map and ranks) in the
 // format TEMPO_TOPO_DUMP_FILE writes and --load reads.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "src/algo/tree_allreduce.h"
 #include "src/core/param.h"
 #include "src/core/status.h"
 #include "src/topo/dump.h"
@@ -28,6 +30,7 @@
 #include "src/topo/locality.h"
 #include "src/topo/machine.h"
 #include "src/topo/model.h"
+#include "src/tune/tune.h"
 
 using namespace tempo;
 
@@ -64,6 +67,41 @@ void printTree(const topo::SwitchMap& map, int s, int depth) {
   }
   std::printf("\n");
   for (int c : sw.children) printTree(map, c, depth + 1);
+}
+
+// The double binary tree among the hosts' leaders (each host's lowest rank, in the
+// topology ring's order, as the hierarchical all-reduce lays them out), each rank's
+// parent, and how many tree edges cross each level.
+void printTrees(const std::vector<int>& ring, const topo::Locality& loc) {
+  std::vector<int> leaders;
+  std::vector<bool> seen;
+  for (int r = 0; r < loc.nranks; ++r) {
+    const int h = loc.group[0][size_t(r)];
+    if (size_t(h) >= seen.size()) seen.resize(size_t(h) + 1, false);
+    if (!seen[size_t(h)]) seen[size_t(h)] = true, leaders.push_back(r);
+  }
+  auto position = [&](int r) { return std::find(ring.begin(), ring.end(), r) - ring.begin(); };
+  std::stable_sort(leaders.begin(), leaders.end(), [&](int x, int y) { return position(x) < position(y); });
+  const int n = int(leaders.size());
+  for (int t = 0; t < 2; ++t) {
+    std::vector<int> crossings(size_t(loc.levels()), 0);
+    std::printf("leader tree %d (rank<-parent):", t);
+    for (int p = 0; p < n; ++p) {
+      const algo::TreeLinks l = algo::doubleBinaryTree(n, p, t);
+      const int r = leaders[size_t(p)];
+      if (l.parent < 0) {
+        std::printf(" %d(root)", r);
+        continue;
+      }
+      const int up = leaders[size_t(l.parent)];
+      std::printf(" %d<-%d", r, up);
+      for (int k = 0; k < loc.levels(); ++k) crossings[size_t(k)] += loc.group[size_t(k)][size_t(r)] != loc.group[size_t(k)][size_t(up)];
+    }
+    std::printf("\n  crossings:");
+    for (int k = 0; k < loc.levels(); ++k)
+      std::printf("%s %s %d", k ? "," : "", loc.levelNames[size_t(k)].c_str(), crossings[size_t(k)]);
+    std::printf("\n");
+  }
 }
 
 void printRing(const char* what, const std::vector<int>& ring, const topo::Locality& loc) {
@@ -210,6 +248,8 @@ int main(int argc, char** argv) {
   std::printf("\n# rings\n");
   printRing("topology", ring, loc);
   printRing("rank-order", rankOrder, loc);
+  std::printf("\n# trees\n");
+  printTrees(ring, loc);
 
   // Phase 3: predicted times.
   std::printf("\n# predicted ring all-reduce (host links %.2f GB/s, %.1f:1 uplinks, alpha %.1f us)\n", model.hostGBps,
@@ -219,6 +259,30 @@ int main(int argc, char** argv) {
     const double t = topo::predictRingAllReduceUs(loc, ring, b, model);
     const double r = topo::predictRingAllReduceUs(loc, rankOrder, b, model);
     std::printf("  %12llu  %14.1f  %14.1f  %9.2f\n", (unsigned long long)b, t, r, t > 0 ? r / t : 1.0);
+    if (b > maxBytes / factor) break;
+  }
+
+  // Phase 4: the tuner's all-reduce choice per size, from its two-level cost model (the
+  // network level from --host-gbps and --alpha-us, as TEMPO_NET_MBITS and
+  // TEMPO_NET_ALPHA_US give it to a job).
+  tune::Context ctx;
+  ctx.nranks = int(hostOfRank.size());
+  ctx.slowest = transport::Kind::OfiTcp;
+  ctx.scratchBytes = uint64_t(param::BuffSize());
+  ctx.hosts = 0;
+  for (int h : loc.group[0]) ctx.hosts = std::max(ctx.hosts, h + 1);
+  ctx.maxRanksPerHost = perHost;
+  ctx.net = {model.alphaUs, model.hostGBps};
+  std::printf("\n# tuner's all-reduce (network %.1f us + %.2f GB/s per host; on a host %.0f us + %.1f GB/s)\n",
+              ctx.net.alphaUs, ctx.net.gbps, ctx.local.alphaUs, ctx.local.gbps);
+  std::printf("# %12s  %-10s  predicted us per candidate\n", "size(B)", "choice");
+  for (uint64_t b = minBytes; b <= maxBytes; b *= factor) {
+    const tune::AllReduceChoice c = tune::allReduce(b, ctx);
+    tune::Candidate cands[tune::kMaxCandidates];
+    const int k = tune::predictAllReduce(b, ctx, false, cands);
+    std::printf("  %12llu  %-10s ", (unsigned long long)b, tune::candidateName({c.algo, c.leaders, 0}));
+    for (int i = 0; i < k; ++i) std::printf(" %s %.1f", tune::candidateName(cands[i]), cands[i].us);
+    std::printf("\n");
     if (b > maxBytes / factor) break;
   }
   return 0;

@@ -3,59 +3,10 @@
 #include <algorithm>
 
 #include "src/algo/ring.h"
+#include "src/algo/steps.h"
 
 namespace tempo::algo {
 namespace {
-
-
-Step transfer(StepKind k, int peer, uint64_t msg, uint64_t bytes, Loc loc, uint32_t dep) {
-  Step s;
-  s.kind = k;
-  s.peer = peer;
-  s.msg = uint32_t(msg);
-  s.bytes = bytes;
-  (k == StepKind::Send ? s.src : s.dst) = loc;
-  s.deps[0] = dep;
-  return s;
-}
-
-Step copy(uint64_t bytes, Loc src, Loc dst) {
-  Step s;
-  s.kind = StepKind::Copy;
-  s.bytes = bytes;
-  s.src = src;
-  s.dst = dst;
-  return s;
-}
-
-// Scratch slots for partial sums in flight, reused round-robin: a slot is refilled only
-// after the last step that read it (recorded with readBy) has finished.
-class Slots {
- public:
-  Slots(Plan& plan, uint64_t slotBytes, uint64_t count) : plan_(plan), bytes_(slotBytes), n_(count) {
-    plan.work.assign(size_t(n_), kNoDep);
-    plan.scratchBytes = n_ * bytes_;
-  }
-  // The next slot and the step its refill must wait for.
-  uint64_t take(uint32_t* dep) {
-    uint64_t s = next_++ % n_;
-    *dep = plan_.work[size_t(s)];
-    return s;
-  }
-  Loc loc(uint64_t slot) const { return {BufId::Scratch, slot * bytes_}; }
-  void readBy(uint64_t slot, uint32_t step) { plan_.work[size_t(slot)] = step; }
-
- private:
-  Plan& plan_;
-  uint64_t bytes_, n_, next_ = 0;
-};
-
-// Slot size and count for `columns` columns of `chunk` bytes, each needing up to
-// `perColumn` slots, within `scratch` bytes (at least two slots, so a send can overlap the
-// next receive).
-uint64_t slotCount(uint64_t scratch, uint64_t chunk, uint64_t columns, uint64_t perColumn) {
-  return std::max<uint64_t>(2, std::min(columns * perColumn, scratch / std::max<uint64_t>(1, chunk)));
-}
 
 // A single rank: out-of-place collectives copy their block; in place there is nothing to do.
 bool singleRank(const CollPlanArgs& a, Plan& out) {

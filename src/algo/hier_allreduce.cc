@@ -6,6 +6,7 @@
 #include "src/algo/collectives.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
+#include "src/algo/tree_allreduce.h"
 
 namespace tempo::algo {
 namespace {
@@ -85,7 +86,8 @@ void planHierAllReduce(const HierAllReduceArgs& a, Plan& out) {
   // id space, so phase 1 keeps below it (its chunks grow if needed); phase 2's pairs are
   // leaders of different hosts, which phases 1 and 3 never pair, so it numbers from 0.
   const uint64_t halfIds = kMaxDataMsgs / 2 - 64;
-  const uint64_t localChunk = std::max<uint64_t>(c.chunkBytes, (bytes + halfIds - 1) / halfIds);
+  const uint64_t localChunk =
+      std::max<uint64_t>(a.localChunkBytes ? a.localChunkBytes : c.chunkBytes, (bytes + halfIds - 1) / halfIds);
   // Phases 1 and 3 run among the host's ranks, rooted at the leader.
   auto onHost = [&](bool inPlace) {
     CollPlanArgs h = c;
@@ -109,14 +111,16 @@ void planHierAllReduce(const HierAllReduceArgs& a, Plan& out) {
     const int li = int(std::find(leaders.begin(), leaders.end(), me) - leaders.begin());
     const int nl = int(leaders.size());
     sub.clear();
-    if (bytes <= a.leaderRdBytes) {
-      CollPlanArgs p2 = c;
-      p2.rank = li;
-      p2.nranks = nl;
-      p2.inPlace = true;
-      p2.average = false;
-      p2.ring = {};
+    CollPlanArgs p2 = c;
+    p2.rank = li;
+    p2.nranks = nl;
+    p2.inPlace = true;
+    p2.average = false;
+    p2.ring = {};  // leaders are already in ring order
+    if (a.leaders == LeaderAlgo::RecursiveDoubling) {
       planRdAllReduce(p2, sub);
+    } else if (a.leaders == LeaderAlgo::Tree) {
+      planTreeAllReduce(p2, sub);
     } else {
       RingAllReduceArgs r;
       r.count = c.count;

@@ -1,6 +1,6 @@
 // Hierarchical all-reduce: the ranks of each host first reduce onto their host's leader
 // (a pipelined chain), the leaders all-reduce among themselves (recursive doubling for
-// small vectors, the ring for large), and each leader broadcasts the result to its host
+// small vectors, the double binary tree or the ring for larger ones), and each leader broadcasts the result to its host
 // (a pipelined chain). Only one message per host crosses the network per phase-2 step,
 // whatever the number of ranks per host, and small vectors pay log2(hosts) network
 // latencies instead of the ring's 2(n-1). Correct for uneven ranks per host and for one
@@ -20,16 +20,20 @@
 
 namespace tempo::algo {
 
+// How the leaders all-reduce their hosts' sums (phase 2).
+enum class LeaderAlgo : uint8_t {
+  RecursiveDoubling,  // log2(hosts) whole-vector exchanges: the latency choice
+  Tree,               // the pipelined double binary tree (tree_allreduce.h)
+  Ring,               // the ring among leaders: the bandwidth choice
+};
+
 struct HierAllReduceArgs {
-  // count, typeSize, inPlace, rank, nranks, chunkBytes, scratchBytes; ring (optional):
-  // leaders are taken in its order
+  // count, typeSize, inPlace, rank, nranks, chunkBytes (phase 2's pipelining unit),
+  // scratchBytes; ring (optional): leaders are taken in its order
   CollPlanArgs base;
   std::span<const int> hostOf;    // hostOf[r]: rank r's host, numbered 0..hosts-1
-  // Leaders' vectors up to this size use recursive doubling, larger ones the ring. On the
-  // emulated fabric (8 hosts, 2 leaves, 4:1 uplinks, leaders in topology order, medians of
-  // 3 runs) recursive doubling took 0.89 ms at 16 KiB against the ring's 2.75, and 2.84 ms
-  // at 32 KiB against 2.55: from there its whole-vector exchanges are bandwidth-bound.
-  uint64_t leaderRdBytes = 16 << 10;
+  LeaderAlgo leaders = LeaderAlgo::RecursiveDoubling;
+  uint64_t localChunkBytes = 0;   // phases 1 and 3 (0: base.chunkBytes)
 };
 
 // `average` is not supported (the caller picks another algorithm for ncclAvg).

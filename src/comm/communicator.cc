@@ -16,6 +16,7 @@
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring.h"
 #include "src/algo/ring_allreduce.h"
+#include "src/algo/tree_allreduce.h"
 #include "src/core/host.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
@@ -182,6 +183,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   tuning_.oversubscribed = localRanks > cores;
   tuning_.scratchBytes = scratch_.size();
   for (auto& ep : endpoints_) tuning_.slowest = std::max(tuning_.slowest, ep->kind());
+  tuning_.net = tune::netCost(tuning_.slowest);
   TEMPO_INFO(log::Init, "comm %p rank %d: %d ranks on this host with %ld cores, polling %ld us before yielding",
              static_cast<void*>(this), rank, localRanks, cores, long(spinUs));
   if (rank == 0) logTuning();
@@ -204,20 +206,41 @@ void Communicator::logTuning() const {
                                                                            : std::to_string(b) + " B";
   };
   // Sampled at powers of two: each band is named by the largest size it holds.
-  tune::AllReduceAlgo current = tune::allReduce(8, tuning_).algo;
+  auto name = [&](uint64_t b) {
+    const tune::AllReduceChoice c = tune::allReduce(b, tuning_);
+    return std::string(tune::candidateName({c.algo, c.leaders, 0}));
+  };
+  std::string current = name(8);
   for (uint64_t b = 16; b <= (uint64_t(1) << 30); b *= 2) {
-    const tune::AllReduceAlgo a = tune::allReduce(b, tuning_).algo;
+    const std::string a = name(b);
     if (a == current) continue;
-    bands += (bands.empty() ? "" : ", ") + std::string(tune::algoName(current)) + " up to " + size(b / 2);
+    bands += (bands.empty() ? "" : ", ") + current + " up to " + size(b / 2);
     current = a;
   }
-  bands += (bands.empty() ? "" : ", ") + std::string(tune::algoName(current)) + (bands.empty() ? " at every size" : " above");
+  bands += (bands.empty() ? "" : ", ") + current + (bands.empty() ? " at every size" : " above");
   TEMPO_INFO(log::Tuning,
              "comm %p AllReduce: %s (%d ranks on %d hosts, at most %d on one; slowest transport %s%s; scratch %zu "
              "bytes)",
              static_cast<const void*>(this), bands.c_str(), nranks_, tuning_.hosts, tuning_.maxRanksPerHost,
              transport::kindName(tuning_.slowest), tuning_.oversubscribed ? ", more ranks than cores" : "",
              size_t(tuning_.scratchBytes));
+  if (tuning_.hosts <= 1) return;
+  // Across hosts the bands come from the cost model: say what it assumed and predicted.
+  TEMPO_INFO(log::Tuning, "comm %p cost model: network %.0f us + %.3f GB/s per host, on a host %.0f us + %.1f GB/s",
+             static_cast<const void*>(this), tuning_.net.alphaUs, tuning_.net.gbps, tuning_.local.alphaUs,
+             tuning_.local.gbps);
+  for (uint64_t b = 8; b <= (uint64_t(1) << 28); b *= 16) {
+    tune::Candidate cands[tune::kMaxCandidates];
+    const int k = tune::predictAllReduce(b, tuning_, false, cands);
+    std::string line;
+    for (int i = 0; i < k; ++i) {
+      char one[64];
+      snprintf(one, sizeof one, "%s%s %.0f us", i ? ", " : "", tune::candidateName(cands[i]), cands[i].us);
+      line += one;
+    }
+    TEMPO_INFO(log::Tuning, "comm %p predicted AllReduce %s: %s", static_cast<const void*>(this), size(b).c_str(),
+               line.c_str());
+  }
 }
 
 Status Communicator::buildRing(Deadline deadline) {
@@ -258,15 +281,20 @@ Status Communicator::buildRing(Deadline deadline) {
 
   // Ranks that read different switch maps (or settings) would run different rings and
   // wait on each other forever: compare the ring's hash across ranks.
-  const uint64_t mine = fnv1a(ring_.data(), ring_.size() * sizeof(int));
+  // The tuner's network cost model comes from the environment too, and ranks that model
+  // the network differently would pick different algorithms: it joins the ring's hash.
+  std::vector<int64_t> shared(ring_.begin(), ring_.end());
+  shared.push_back(param::NetAlphaUs());
+  shared.push_back(param::NetMbits());
+  const uint64_t mine = fnv1a(shared.data(), shared.size() * sizeof(int64_t));
   std::vector<uint64_t> all(static_cast<size_t>(nranks_));
   all[size_t(rank_)] = mine;
   TEMPO_TRY(boot_->allGather(std::as_writable_bytes(std::span(all)), sizeof(uint64_t), deadline));
   for (int r = 0; r < nranks_; ++r)
     if (all[size_t(r)] != mine)
       return fail(Status::InvalidUsage,
-                  "rank %d laid out a different ring than rank %d (do their TEMPO_TOPO_FILE or TEMPO_RING_ORDER "
-                  "settings differ?)",
+                  "rank %d laid out a different ring or cost model than rank %d (do their TEMPO_TOPO_FILE, "
+                  "TEMPO_RING_ORDER, TEMPO_NET_ALPHA_US or TEMPO_NET_MBITS settings differ?)",
                   r, rank_);
 
   if (rank_ == 0) {
@@ -809,7 +837,14 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
         h.base = c;
         h.base.chunkBytes = choice.chunkBytes;
         h.hostOf = hostOf_;
+        h.localChunkBytes = choice.localChunkBytes;
+        h.leaders = choice.leaders == tune::LeaderAlgo::Tree   ? algo::LeaderAlgo::Tree
+                    : choice.leaders == tune::LeaderAlgo::Ring ? algo::LeaderAlgo::Ring
+                                                               : algo::LeaderAlgo::RecursiveDoubling;
         algo::planHierAllReduce(h, out);
+      } else if (choice.algo == tune::AllReduceAlgo::Tree) {
+        c.chunkBytes = choice.chunkBytes;
+        algo::planTreeAllReduce(c, out);
       } else if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
         algo::planRdAllReduce(c, out);
       } else {
@@ -827,7 +862,7 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
         algo::planRingAllReduce(r, out);
       }
       TEMPO_TRACE(log::Tuning, "AllReduce %lu bytes: %s, chunk %lu", (unsigned long)bytes,
-                  tune::algoName(choice.algo), (unsigned long)choice.chunkBytes);
+                  tune::candidateName({choice.algo, choice.leaders, 0}), (unsigned long)choice.chunkBytes);
       break;
     }
     case CollKind::Broadcast: {

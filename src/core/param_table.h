@@ -99,11 +99,19 @@ TEMPO_PARAM(CheckMismatch, "TEMPO_CHECK_MISMATCH", Int, "1",
             "with ncclInvalidUsage on every rank; 0: off")
 TEMPO_PARAM(Algo, "TEMPO_ALGO", Str, "auto",
             "all-reduce algorithm: auto (chosen per size by the tuner), ring, rd (recursive "
-            "doubling), direct (one-shot: every rank sends to every rank) or hier (reduce onto each host's "
-            "leader, all-reduce among leaders, broadcast on each host)")
+            "doubling), direct (one-shot: every rank sends to every rank), tree (double binary tree, "
+            "pipelined) or hier (reduce onto each host's leader, all-reduce among leaders by recursive "
+            "doubling, double binary tree or ring as the cost model chooses, broadcast on each host; "
+            "hier/rd, hier/tree and hier/ring name the leaders' algorithm)")
 TEMPO_PARAM(NcclAlgo, "NCCL_ALGO", Str, "",
-            "all-reduce algorithms allowed, as NCCL: Ring, Tree (Tempo's hierarchical all-reduce), a comma "
-            "list, or ^ to exclude; TEMPO_ALGO wins when set")
+            "all-reduce algorithms allowed, as NCCL: Ring, Tree (Tempo's hierarchical all-reduce with a "
+            "tree among the hosts' leaders), a comma list, or ^ to exclude; TEMPO_ALGO wins when set")
+TEMPO_PARAM(NetAlphaUs, "TEMPO_NET_ALPHA_US", Int, "0",
+            "the tuner's cost model: microseconds per message between hosts (0: 30 over libfabric, 20 over "
+            "UCX); every rank must give the same value")
+TEMPO_PARAM(NetMbits, "TEMPO_NET_MBITS", Int, "0",
+            "the tuner's cost model: each host's network bandwidth in Mbit/s (0: 10000); every rank must "
+            "give the same value")
 TEMPO_PARAM(BcastAlgo, "TEMPO_BCAST_ALGO", Str, "auto",
             "broadcast algorithm: auto (chosen per size by the tuner), chain (pipelined down a chain "
             "of ranks) or tree (binomial tree, ceil(log2 n) hops)")

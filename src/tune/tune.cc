@@ -39,22 +39,50 @@ const char* algoName(AllReduceAlgo a) {
     case AllReduceAlgo::RecursiveDoubling: return "rd";
     case AllReduceAlgo::Direct: return "direct";
     case AllReduceAlgo::Hierarchical: return "hier";
+    case AllReduceAlgo::Tree: return "tree";
   }
   return "?";
+}
+
+const char* algoName(LeaderAlgo a) {
+  switch (a) {
+    case LeaderAlgo::RecursiveDoubling: return "rd";
+    case LeaderAlgo::Tree: return "tree";
+    case LeaderAlgo::Ring: return "ring";
+  }
+  return "?";
+}
+
+const char* candidateName(const Candidate& c) {
+  if (c.algo != AllReduceAlgo::Hierarchical) return algoName(c.algo);
+  switch (c.leaders) {
+    case LeaderAlgo::RecursiveDoubling: return "hier/rd";
+    case LeaderAlgo::Tree: return "hier/tree";
+    case LeaderAlgo::Ring: return "hier/ring";
+  }
+  return "hier";
+}
+
+LinkCost netCost(transport::Kind slowest) {
+  LinkCost c;
+  c.alphaUs = param::NetAlphaUs() > 0 ? double(param::NetAlphaUs()) : slowest == transport::Kind::UcxNet ? 20 : 30;
+  c.gbps = (param::NetMbits() > 0 ? double(param::NetMbits()) : 10000.0) / 8e3;
+  return c;
 }
 
 const char* algoName(BroadcastAlgo a) { return a == BroadcastAlgo::Tree ? "tree" : "chain"; }
 
 namespace {
-// NCCL_ALGO as TEMPO_ALGO would say it: "ring", "hier" (Tree), or "auto" for a list of
-// both, unset, or a list that excludes with ^ (NCCL's syntax).
+// NCCL_ALGO as TEMPO_ALGO would say it: "ring", "nccl-tree" (Tree: the hierarchical
+// all-reduce with a tree-shaped phase among leaders), or "auto" for a list of both, unset,
+// or a list that excludes with ^ (NCCL's syntax).
 Result<const char*> ncclAlgo() {
   std::string v = param::NcclAlgo();
   for (char& c : v) c = char(std::tolower(static_cast<unsigned char>(c)));
   if (v.empty()) return "auto";
   if (v[0] == '^') {
     if (v == "^tree") return "ring";
-    if (v == "^ring") return "hier";
+    if (v == "^ring") return "nccl-tree";
     return "auto";
   }
   bool ring = false, tree = false;
@@ -70,7 +98,7 @@ Result<const char*> ncclAlgo() {
                   param::NcclAlgo());
     start = end + 1;
   }
-  return ring && !tree ? "ring" : tree && !ring ? "hier" : "auto";
+  return ring && !tree ? "ring" : tree && !ring ? "nccl-tree" : "auto";
 }
 
 // The effective all-reduce override.
@@ -84,8 +112,12 @@ const char* forcedAlgo() {
 
 Status checkOverrides() {
   const char* a = param::Algo();
-  if (strcmp(a, "auto") && strcmp(a, "ring") && strcmp(a, "rd") && strcmp(a, "direct") && strcmp(a, "hier"))
-    return fail(Status::InvalidArgument, "TEMPO_ALGO=%s: expected auto, ring, rd, direct or hier", a);
+  if (strcmp(a, "auto") && strcmp(a, "ring") && strcmp(a, "rd") && strcmp(a, "direct") && strcmp(a, "tree") &&
+      strcmp(a, "hier") && strcmp(a, "hier/rd") && strcmp(a, "hier/tree") && strcmp(a, "hier/ring"))
+    return fail(Status::InvalidArgument,
+                "TEMPO_ALGO=%s: expected auto, ring, rd, direct, tree, hier, hier/rd, hier/tree or hier/ring", a);
+  if (param::NetAlphaUs() < 0) return fail(Status::InvalidArgument, "TEMPO_NET_ALPHA_US=%ld: expected >= 0", long(param::NetAlphaUs()));
+  if (param::NetMbits() < 0) return fail(Status::InvalidArgument, "TEMPO_NET_MBITS=%ld: expected >= 0", long(param::NetMbits()));
   TEMPO_TRY(ncclAlgo().status());
   const char* b = param::BcastAlgo();
   if (strcmp(b, "auto") && strcmp(b, "chain") && strcmp(b, "tree"))
@@ -108,34 +140,6 @@ BroadcastAlgo broadcast(uint64_t bytes, const Context& ctx) {
   return BroadcastAlgo::Chain;
 }
 
-AllReduceChoice allReduce(uint64_t bytes, const Context& ctx, bool average) {
-  AllReduceChoice c;
-  const char* forced = forcedAlgo();
-  // Hierarchical: only where some host has several ranks does it differ from the flat
-  // algorithms; there its network phase has one rank per host, so latency-bound sizes pay
-  // log2(hosts) network hops instead of log2(n).
-  const bool hierUseful = ctx.hosts > 1 && ctx.maxRanksPerHost > 1 && !average;
-  // The latency-optimised algorithms stage whole vectors in scratch; the ring always fits.
-  bool rdFits = bytes <= ctx.scratchBytes;
-  bool directFits = bytes * uint64_t(ctx.nranks) <= ctx.scratchBytes;
-  // Auto never picks direct: one round of n-1 messages measured slower than rd at every
-  // size on these machines (4 ranks on 2 cores, 64 KiB: 245-268 us vs rd's 180-185 us).
-  // It stays selectable for fabrics where a single round wins.
-  if (!strcmp(forced, "auto")) {
-    if (rdFits && bytes <= rdLimit(ctx))
-      c.algo = hierUseful ? AllReduceAlgo::Hierarchical : AllReduceAlgo::RecursiveDoubling;
-  } else if (!strcmp(forced, "hier") && !average && rdFits) {
-    c.algo = AllReduceAlgo::Hierarchical;
-  } else if (!strcmp(forced, "rd") && rdFits) {
-    c.algo = AllReduceAlgo::RecursiveDoubling;
-  } else if (!strcmp(forced, "direct") && directFits) {
-    c.algo = AllReduceAlgo::Direct;
-  }
-
-  c.chunkBytes = ringChunk(bytes / uint64_t(std::max(1, ctx.nranks)), ctx);
-  return c;
-}
-
 namespace {
 // Over Tempo's shm a large message is one process_vm_readv by the receiver, and each call
 // costs ~7 us before it copies a byte (measured: 4 MiB in one call 157 us, in 256 KiB
@@ -153,6 +157,134 @@ uint64_t chunkCap(const Context& ctx) {
   }
 }
 }  // namespace
+
+namespace {
+
+int ceilLog2(int n) {
+  int d = 0;
+  while ((1 << d) < n) ++d;
+  return d;
+}
+
+// The phases of the cost model over m ranks exchanging S bytes each on level l.
+double rdUs(double S, int m, const LinkCost& l) {
+  if (m <= 1) return 0;
+  int p = 1, rounds = 0;
+  while (p * 2 <= m) p *= 2, ++rounds;
+  if (p != m) rounds += 2;  // the extra ranks' fold and unfold
+  return rounds * l.us(S);
+}
+double ringUs(double S, int m, const LinkCost& l) { return m <= 1 ? 0 : 2.0 * (m - 1) * l.us(S / m); }
+// A chunk climbs the tree's depth and comes back (2d hops); behind it each further column
+// costs a rank's link the 4 chunks it sends per column of both trees, or a message's
+// alpha, whichever is more.
+double treeUs(double S, int m, double chunk, const LinkCost& l) {
+  if (m <= 1) return 0;
+  const double c = std::min(chunk, S / 2), columns = std::ceil(S / 2 / std::max(1.0, c));
+  return 2.0 * (ceilLog2(m) + 1) * l.us(c) + (columns - 1) * std::max(4 * c / (l.gbps * 1e3), l.alphaUs);
+}
+// A pipelined chain of m ranks: m - 2 + columns chunk times.
+double chainUs(double S, int m, double chunk, const LinkCost& l) {
+  if (m <= 1) return 0;
+  const double c = std::min(chunk, S), columns = std::ceil(S / std::max(1.0, c));
+  return (m - 2 + columns) * l.us(c);
+}
+
+// The double binary tree's column: at least one alpha-beta product (a chunk that costs as
+// much to move as to announce), at most 32 columns per tree, within the transport's cap.
+uint64_t treeChunk(uint64_t bytes, const Context& ctx) {
+  if (param::ChunkSize() > 0) return uint64_t(param::ChunkSize());
+  const uint64_t ab = uint64_t(ctx.net.alphaUs * ctx.net.gbps * 1e3);
+  return std::clamp<uint64_t>(std::max(ab, bytes / 64), 16 << 10, std::max<uint64_t>(16 << 10, chunkCap(ctx)));
+}
+
+// The chains on one host run over shared memory whatever carries the network.
+uint64_t localChunk(uint64_t bytes, const Context& ctx) {
+  Context local = ctx;
+  local.slowest = transport::Kind::Shm;
+  local.nranks = ctx.maxRanksPerHost;
+  return chainChunk(bytes, local);
+}
+
+}  // namespace
+
+int predictAllReduce(uint64_t bytes, const Context& ctx, bool average, Candidate* out) {
+  const double S = double(bytes);
+  const int n = ctx.nranks, hosts = std::max(1, ctx.hosts), perHost = std::max(1, ctx.maxRanksPerHost);
+  const bool rdFits = bytes <= ctx.scratchBytes;
+  const double tree = double(treeChunk(bytes, ctx)), chain = double(localChunk(bytes, ctx));
+  int k = 0;
+  out[k++] = {AllReduceAlgo::Ring, LeaderAlgo::Ring, ringUs(S, n, ctx.net)};
+  if (rdFits) out[k++] = {AllReduceAlgo::RecursiveDoubling, LeaderAlgo::RecursiveDoubling, rdUs(S, n, ctx.net)};
+  out[k++] = {AllReduceAlgo::Tree, LeaderAlgo::Tree, treeUs(S, n, tree, ctx.net)};
+  if (!average && perHost > 1) {
+    const double onHost = 2 * chainUs(S, perHost, chain, ctx.local);  // reduce, then broadcast
+    if (rdFits)
+      out[k++] = {AllReduceAlgo::Hierarchical, LeaderAlgo::RecursiveDoubling, onHost + rdUs(S, hosts, ctx.net)};
+    out[k++] = {AllReduceAlgo::Hierarchical, LeaderAlgo::Tree, onHost + treeUs(S, hosts, tree, ctx.net)};
+    out[k++] = {AllReduceAlgo::Hierarchical, LeaderAlgo::Ring, onHost + ringUs(S, hosts, ctx.net)};
+  }
+  return k;
+}
+
+AllReduceChoice allReduce(uint64_t bytes, const Context& ctx, bool average) {
+  AllReduceChoice c;
+  const char* forced = forcedAlgo();
+  c.chunkBytes = ringChunk(bytes / uint64_t(std::max(1, ctx.nranks)), ctx);
+  // The latency-optimised algorithms stage whole vectors in scratch; the others fit always.
+  const bool rdFits = bytes <= ctx.scratchBytes;
+  const bool directFits = bytes * uint64_t(ctx.nranks) <= ctx.scratchBytes;
+  Candidate cands[kMaxCandidates];
+  const int ncands = predictAllReduce(bytes, ctx, average, cands);
+  // The fastest candidate the model predicts among those `allowed` accepts (none: ring).
+  auto best = [&](auto allowed) {
+    const Candidate* b = nullptr;
+    for (int i = 0; i < ncands; ++i)
+      if (allowed(cands[i]) && (!b || cands[i].us < b->us)) b = &cands[i];
+    if (b) c.algo = b->algo, c.leaders = b->leaders;
+  };
+  auto hierOnly = [](const Candidate& x) { return x.algo == AllReduceAlgo::Hierarchical; };
+  auto treeShaped = [](const Candidate& x) {
+    return x.algo == AllReduceAlgo::Hierarchical ? x.leaders != LeaderAlgo::Ring : x.algo == AllReduceAlgo::Tree;
+  };
+
+  if (!strcmp(forced, "auto")) {
+    if (ctx.hosts > 1) {
+      // Across hosts: the cost model's choice. Auto never picks direct (below).
+      best([](const Candidate&) { return true; });
+    } else if (rdFits && bytes <= rdLimit(ctx)) {
+      // On one host, measured thresholds (rdLimit). Auto never picks direct: one round of
+      // n-1 messages measured slower than rd at every size on these machines (4 ranks on
+      // 2 cores, 64 KiB: 245-268 us vs rd's 180-185 us). It stays selectable for fabrics
+      // where a single round wins.
+      c.algo = AllReduceAlgo::RecursiveDoubling;
+    }
+  } else if (!strcmp(forced, "hier")) {
+    if (!average) best(hierOnly);
+  } else if (!strncmp(forced, "hier/", 5)) {
+    // One leader algorithm named (recursive doubling only where it fits).
+    if (!average)
+      best([&](const Candidate& x) { return hierOnly(x) && !strcmp(candidateName(x), forced); });
+  } else if (!strcmp(forced, "nccl-tree")) {
+    // NCCL's Tree: a tree among the hosts (the flat double binary tree for ncclAvg, which
+    // the hierarchical all-reduce does not do).
+    best(treeShaped);
+  } else if (!strcmp(forced, "tree")) {
+    c.algo = AllReduceAlgo::Tree;
+  } else if (!strcmp(forced, "rd") && rdFits) {
+    c.algo = AllReduceAlgo::RecursiveDoubling;
+  } else if (!strcmp(forced, "direct") && directFits) {
+    c.algo = AllReduceAlgo::Direct;
+  }
+  if (c.algo == AllReduceAlgo::Hierarchical) {
+    c.localChunkBytes = localChunk(bytes, ctx);
+    if (c.leaders == LeaderAlgo::Tree) c.chunkBytes = treeChunk(bytes, ctx);
+    if (c.leaders == LeaderAlgo::Ring) c.chunkBytes = ringChunk(bytes / uint64_t(std::max(1, ctx.hosts)), ctx);
+  }
+  if (c.algo == AllReduceAlgo::Tree) c.chunkBytes = treeChunk(bytes, ctx);
+  return c;
+}
+
 
 uint64_t ringChunk(uint64_t segmentBytes, const Context& ctx) {
   if (param::ChunkSize() > 0) return uint64_t(param::ChunkSize());

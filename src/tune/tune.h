@@ -10,8 +10,18 @@
 
 namespace tempo::tune {
 
-enum class AllReduceAlgo { Ring, RecursiveDoubling, Direct, Hierarchical };
+enum class AllReduceAlgo { Ring, RecursiveDoubling, Direct, Hierarchical, Tree };
 const char* algoName(AllReduceAlgo a);
+// Phase 2 of the hierarchical all-reduce: how the hosts' leaders all-reduce.
+enum class LeaderAlgo { RecursiveDoubling, Tree, Ring };
+const char* algoName(LeaderAlgo a);
+
+// One level of the cost model: a message costs alphaUs plus its bytes at gbps (GB/s).
+struct LinkCost {
+  double alphaUs = 0;
+  double gbps = 1;
+  double us(double bytes) const { return alphaUs + bytes / (gbps * 1e3); }
+};
 
 struct Context {
   int nranks = 1;
@@ -20,17 +30,43 @@ struct Context {
   uint64_t scratchBytes = 0;    // the communicator's scratch memory
   int hosts = 1;                // hosts the ranks are on
   int maxRanksPerHost = 1;
+  // The two levels of the cost model: between ranks of one host, and between hosts (each
+  // host's share of the network; see netCost).
+  LinkCost local{8, 10};
+  LinkCost net{30, 1.25};
 };
+
+// The network level from TEMPO_NET_ALPHA_US and TEMPO_NET_MBITS, with defaults for the
+// transport that carries it.
+LinkCost netCost(transport::Kind slowest);
 
 struct AllReduceChoice {
   AllReduceAlgo algo = AllReduceAlgo::Ring;
-  uint64_t chunkBytes = 0;  // ring: bytes per segment column
+  LeaderAlgo leaders = LeaderAlgo::RecursiveDoubling;  // Hierarchical only
+  uint64_t chunkBytes = 0;       // ring: bytes per segment column; tree: per column of a tree
+  uint64_t localChunkBytes = 0;  // Hierarchical: the chains on each host
 };
 
 // `bytes` is one rank's payload; `average` (ncclAvg) rules out the hierarchical algorithm.
-// TEMPO_ALGO (auto, ring, rd, direct, hier) wins over NCCL_ALGO (Ring, Tree: the
-// hierarchical all-reduce, whose leaders use a tree-shaped recursive doubling or a ring).
+// TEMPO_ALGO (auto, ring, rd, direct, tree, hier) wins over NCCL_ALGO (Ring, Tree: the
+// hierarchical all-reduce with recursive doubling or the double binary tree among leaders).
+// On one host the choice follows measured thresholds; across hosts it is the candidate
+// the cost model predicts fastest (predictAllReduce).
 AllReduceChoice allReduce(uint64_t bytes, const Context& ctx, bool average = false);
+
+// The cost model across hosts, per candidate: ring over all ranks; recursive doubling or
+// the double binary tree over all ranks; and, where some host has several ranks, the
+// hierarchical all-reduce with each leader algorithm, its chains on the local level.
+// Returns how many candidates were written (at most kMaxCandidates).
+struct Candidate {
+  AllReduceAlgo algo;
+  LeaderAlgo leaders;
+  double us;
+};
+inline constexpr int kMaxCandidates = 6;
+int predictAllReduce(uint64_t bytes, const Context& ctx, bool average, Candidate* out);
+// "ring", "rd", "tree", "hier/rd", ...
+const char* candidateName(const Candidate& c);
 
 // Broadcast: a pipelined chain moves large messages at the transport's bandwidth; a
 // binomial tree reaches n ranks in ceil(log2 n) hops instead of n-1, which wins while

@@ -27,6 +27,7 @@
 #include "src/algo/hier_allreduce.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
+#include "src/algo/tree_allreduce.h"
 
 namespace tempo::algo {
 namespace {
@@ -759,13 +760,13 @@ TEST(CollectivePlans, RingAllGatherAndReduceScatterSendAlongTheGivenRing) {
 }
 
 // Hierarchical all-reduce over hosts with uneven numbers of ranks: every rank ends with
-// every contribution exactly once, leaders through recursive doubling (small) or the ring
-// (large), with and without the fingerprint exchange in front.
-void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, uint64_t rdBytes, uint64_t seed,
+// every contribution exactly once, leaders through recursive doubling, the double binary
+// tree or the ring, with and without the fingerprint exchange in front.
+void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, LeaderAlgo leaders, uint64_t seed,
                   bool fingerprint, const std::vector<int>& ring = {}) {
   const int n = int(hostOf.size());
   SCOPED_TRACE(testing::Message() << "n=" << n << " count=" << count << " inPlace=" << inPlace
-                                  << " rdBytes=" << rdBytes << " seed=" << seed << " fp=" << fingerprint);
+                                  << " leaders=" << int(leaders) << " seed=" << seed << " fp=" << fingerprint);
   std::vector<RankSetup> setups(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     RankSetup& u = setups[size_t(r)];
@@ -779,7 +780,8 @@ void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, 
     h.base.scratchBytes = 1024;
     h.hostOf = hostOf;
     h.base.ring = ring;
-    h.leaderRdBytes = rdBytes;
+    h.leaders = leaders;
+    h.localChunkBytes = 32;
     planHierAllReduce(h, u.plan);
     u.input.resize(count);
     for (uint64_t e = 0; e < count; ++e) u.input[e] = from(r, e);
@@ -790,6 +792,8 @@ void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, 
   ASSERT_TRUE(sim.run(seed));
   sim.checkResult();
 }
+
+constexpr LeaderAlgo kLeaderAlgos[] = {LeaderAlgo::RecursiveDoubling, LeaderAlgo::Tree, LeaderAlgo::Ring};
 
 TEST(HierAllReducePlan, EveryRankGetsEveryContributionOnceOverUnevenHosts) {
   const std::vector<std::vector<int>> layouts = {
@@ -804,15 +808,122 @@ TEST(HierAllReducePlan, EveryRankGetsEveryContributionOnceOverUnevenHosts) {
   for (const auto& hostOf : layouts)
     for (uint64_t count : {uint64_t(1), uint64_t(5), uint64_t(100)})
       for (bool inPlace : {false, true})
-        for (uint64_t rdBytes : {uint64_t(0), uint64_t(1) << 20})
-          for (uint64_t seed = 0; seed < 2; ++seed) simulateHier(hostOf, count, inPlace, rdBytes, seed, seed == 1);
+        for (LeaderAlgo leaders : kLeaderAlgos)
+          for (uint64_t seed = 0; seed < 2; ++seed) simulateHier(hostOf, count, inPlace, leaders, seed, seed == 1);
   // Leaders taken in a ring's order (the topology ring's), any order.
   const std::vector<int> hostOf{0, 1, 2, 0, 1, 2, 3};
   for (uint64_t seed = 0; seed < 4; ++seed) {
     std::vector<int> ring{0, 1, 2, 3, 4, 5, 6};
     std::mt19937_64 rng(seed);
     std::shuffle(ring.begin(), ring.end(), rng);
-    for (uint64_t rdBytes : {uint64_t(0), uint64_t(1) << 20}) simulateHier(hostOf, 50, seed % 2, rdBytes, seed, false, ring);
+    for (LeaderAlgo leaders : kLeaderAlgos) simulateHier(hostOf, 50, seed % 2, leaders, seed, false, ring);
+  }
+}
+
+// Both trees of the double binary tree, for every size up to 40: each is a tree (one root,
+// every other position has exactly one parent that lists it as a child, at most two
+// children, no cycle), its depth is at most ceil(log2 n) + 1, and no position other than
+// a root is interior in both trees (tree 1 is built so that tree 0's leaves carry it).
+TEST(DoubleBinaryTree, TwoComplementaryShallowTrees) {
+  for (int n = 1; n <= 40; ++n) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    int log2n = 0;
+    while ((1 << log2n) < n) ++log2n;
+    std::vector<std::vector<bool>> interior(2, std::vector<bool>(size_t(n), false));
+    for (int t = 0; t < 2; ++t) {
+      int roots = 0;
+      for (int p = 0; p < n; ++p) {
+        const TreeLinks l = doubleBinaryTree(n, p, t);
+        ASSERT_LE(l.nchildren, 2);
+        interior[size_t(t)][size_t(p)] = l.nchildren > 0;
+        if (l.parent < 0) {
+          ++roots;
+        } else {
+          ASSERT_LT(l.parent, n);
+          const TreeLinks up = doubleBinaryTree(n, l.parent, t);
+          EXPECT_TRUE(std::count(up.children, up.children + up.nchildren, p) == 1) << p << " not a child of its parent";
+        }
+        for (int i = 0; i < l.nchildren; ++i) EXPECT_EQ(doubleBinaryTree(n, l.children[i], t).parent, p);
+        int depth = 0;  // walking up reaches the root within the bound (no cycle)
+        for (int q = p; doubleBinaryTree(n, q, t).parent >= 0 && depth <= n; q = doubleBinaryTree(n, q, t).parent) ++depth;
+        EXPECT_LE(depth, log2n + 1) << "position " << p << " of tree " << t;
+      }
+      EXPECT_EQ(roots, 1);
+    }
+    for (int p = 0; p < n; ++p) {
+      const bool root = doubleBinaryTree(n, p, 0).parent < 0 || doubleBinaryTree(n, p, 1).parent < 0;
+      EXPECT_TRUE(root || !(interior[0][size_t(p)] && interior[1][size_t(p)])) << "position " << p;
+    }
+  }
+}
+
+// The double binary tree all-reduce: every rank ends with every contribution once, over
+// any size, chunking (the software pipeline and slot reuse included), ring order, in
+// place or not, with the fingerprint exchange in front; an average divides once, at each
+// tree's root.
+void simulateTree(int n, uint64_t count, bool inPlace, uint64_t chunk, uint64_t scratch, uint64_t seed,
+                  bool fingerprint, const std::vector<int>& ring = {}) {
+  SCOPED_TRACE(testing::Message() << "n=" << n << " count=" << count << " inPlace=" << inPlace << " chunk=" << chunk
+                                  << " scratch=" << scratch << " seed=" << seed << " ring=" << ring.size());
+  std::vector<RankSetup> setups(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    RankSetup& u = setups[size_t(r)];
+    CollPlanArgs c;
+    c.count = count;
+    c.typeSize = 4;
+    c.inPlace = inPlace;
+    c.rank = r;
+    c.nranks = n;
+    c.chunkBytes = chunk;
+    c.scratchBytes = scratch;
+    c.ring = ring;
+    planTreeAllReduce(c, u.plan);
+    u.input.resize(count);
+    for (uint64_t e = 0; e < count; ++e) u.input[e] = from(r, e);
+    u.outputCells = count;
+  }
+  Simulator sim(n, 4, inPlace, std::move(setups));
+  if (fingerprint) sim.prependFingerprints();
+  ASSERT_TRUE(sim.run(seed));
+  sim.checkResult();
+}
+
+TEST(TreeAllReducePlan, EveryRankGetsEveryContributionOnce) {
+  for (int n = 1; n <= 13; ++n)
+    for (uint64_t count : {uint64_t(1), uint64_t(2), uint64_t(7), uint64_t(100)})
+      for (bool inPlace : {false, true})
+        for (uint64_t seed = 0; seed < 2; ++seed) simulateTree(n, count, inPlace, 16, 64, seed * 7 + uint64_t(n), seed == 1);
+  // Long pipelines: many columns, few slots.
+  for (int n : {2, 5, 8})
+    for (uint64_t seed = 0; seed < 3; ++seed) simulateTree(n, 333, seed % 2, 8, 24, seed, false);
+  // Any ring order.
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    std::vector<int> ring{0, 1, 2, 3, 4, 5, 6};
+    std::mt19937_64 rng(seed);
+    std::shuffle(ring.begin(), ring.end(), rng);
+    simulateTree(7, 61, seed % 2, 32, 256, seed, false, ring);
+  }
+}
+
+TEST(TreeAllReducePlan, AverageDividesOnceAtEachTreesRoot) {
+  for (int n : {2, 3, 6, 9}) {
+    int divisions = 0;
+    for (int r = 0; r < n; ++r) {
+      CollPlanArgs c;
+      c.count = 10;
+      c.average = true;
+      c.rank = r;
+      c.nranks = n;
+      c.chunkBytes = 1 << 20;
+      Plan p;
+      planTreeAllReduce(c, p);
+      for (const Step& s : p.steps)
+        if (s.postDivisor != 1) {
+          EXPECT_EQ(s.postDivisor, uint32_t(n));
+          ++divisions;
+        }
+    }
+    EXPECT_EQ(divisions, 2) << "n=" << n << ": one division per half";
   }
 }
 

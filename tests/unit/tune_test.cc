@@ -70,7 +70,11 @@ TEST(Tune, ForcedAlgorithmsApplyOnlyWhenTheirScratchFits) {
 
 TEST(Tune, InvalidAlgorithmNamesFailClearly) {
   {
-    ParamGuard g(param::Id::Algo, "tree");
+    ParamGuard g(param::Id::Algo, "butterfly");
+    EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
+  }
+  {
+    ParamGuard g(param::Id::NetMbits, "-5");
     EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
   }
   ParamGuard g(param::Id::BcastAlgo, "ring");
@@ -110,21 +114,80 @@ TEST(Tune, RingSegmentsAreWholeUpToTheirCapThenColumns) {
   EXPECT_EQ(allReduce(64 * MiB, tcp).chunkBytes, 64 * KiB);
 }
 
-// Several hosts with several ranks on some: latency-bound sizes go hierarchical (one
-// rank per host on the network); with one rank per host, or for ncclAvg, they do not.
-TEST(Tune, SeveralRanksOnSeveralHostsTakeTheHierarchicalAllReduceWhenLatencyBound) {
-  Context c = shm(8, false);
+// Across hosts the choice is the cost model's: the candidate predicted fastest, at every
+// size. Several ranks on some host: latency-bound sizes go hierarchical with recursive
+// doubling among the leaders (log2(hosts) network latencies), bandwidth-bound ones take a
+// ring (the hierarchical ring moves (hosts-1)/hosts of the vector over each host's link,
+// the flat ring (n-1)/n); one rank per host has nothing to gain from the hierarchy; ncclAvg
+// never takes it.
+Context hosts(int nranks, int nhosts, int perHost) {
+  Context c = shm(nranks, false);
   c.slowest = transport::Kind::OfiTcp;
-  c.hosts = 4;
-  c.maxRanksPerHost = 2;
+  c.hosts = nhosts;
+  c.maxRanksPerHost = perHost;
+  c.net = netCost(c.slowest);
+  return c;
+}
+
+TEST(Tune, AcrossHostsTheCostModelsFastestCandidateWins) {
+  for (const Context& c : {hosts(8, 4, 2), hosts(8, 8, 1), hosts(12, 3, 4), hosts(64, 16, 4)})
+    for (bool average : {false, true})
+      for (uint64_t b = 8; b <= 256 * MiB; b *= 4) {
+        Candidate cands[kMaxCandidates];
+        const int k = predictAllReduce(b, c, average, cands);
+        const AllReduceChoice ch = allReduce(b, c, average);
+        double chosen = -1, least = 1e300;
+        for (int i = 0; i < k; ++i) {
+          least = std::min(least, cands[i].us);
+          if (cands[i].algo == ch.algo && (ch.algo != AllReduceAlgo::Hierarchical || cands[i].leaders == ch.leaders))
+            chosen = cands[i].us;
+          EXPECT_TRUE(!average || cands[i].algo != AllReduceAlgo::Hierarchical) << "no hierarchical ncclAvg";
+          EXPECT_GT(cands[i].us, 0);
+        }
+        EXPECT_EQ(chosen, least) << b << " bytes, " << c.hosts << " hosts: " << algoName(ch.algo);
+      }
+}
+
+TEST(Tune, SeveralRanksOnSeveralHostsTakeTheHierarchicalAllReduceWhenLatencyBound) {
+  Context c = hosts(8, 4, 2);
   EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::Hierarchical);
-  EXPECT_EQ(allReduce(8 * KiB, c, /*average=*/true).algo, AllReduceAlgo::RecursiveDoubling);
-  EXPECT_EQ(allReduce(16 * MiB, c).algo, AllReduceAlgo::Ring);
-  c.maxRanksPerHost = 1;
+  EXPECT_EQ(allReduce(8 * KiB, c).leaders, LeaderAlgo::RecursiveDoubling);
+  EXPECT_NE(allReduce(8 * KiB, c, /*average=*/true).algo, AllReduceAlgo::Hierarchical);
+  const AllReduceChoice large = allReduce(256 * MiB, c);
+  EXPECT_TRUE(large.algo == AllReduceAlgo::Ring || large.leaders == LeaderAlgo::Ring) << algoName(large.algo);
+  c = hosts(8, 8, 1);
   EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
-  c.hosts = 1;
+  EXPECT_EQ(allReduce(256 * MiB, c).algo, AllReduceAlgo::Ring);
+  c = shm(8, false);  // one host: measured thresholds, no hierarchy
   c.maxRanksPerHost = 8;
   EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::RecursiveDoubling);
+}
+
+// The model's bands move with the network it is told about: on a slower network (less
+// bandwidth per latency) bandwidth dominates sooner, so the latency algorithms stop
+// sooner; the hierarchical chunks and the tree's columns follow the chosen sizes.
+TEST(Tune, ASlowerNetworkEndsTheLatencyBandSooner) {
+  auto lastRd = [](const Context& c) {
+    uint64_t last = 0;
+    for (uint64_t b = 8; b <= 256 * MiB; b *= 2)
+      if (allReduce(b, c).leaders == LeaderAlgo::RecursiveDoubling &&
+          allReduce(b, c).algo == AllReduceAlgo::Hierarchical)
+        last = b;
+    return last;
+  };
+  const uint64_t fast = lastRd(hosts(8, 4, 2));
+  ParamGuard g(param::Id::NetMbits, "400");
+  const uint64_t slow = lastRd(hosts(8, 4, 2));
+  EXPECT_GT(fast, 0u);
+  EXPECT_GT(slow, 0u);
+  EXPECT_LT(slow, fast);
+  EXPECT_NEAR(netCost(transport::Kind::OfiTcp).gbps, 0.05, 1e-9);
+  // The flat ring's prediction at a bandwidth-bound size: 2(n-1)/n of the vector over each
+  // host's link.
+  Candidate cands[kMaxCandidates];
+  predictAllReduce(64 * MiB, hosts(8, 8, 1), false, cands);
+  EXPECT_EQ(cands[0].algo, AllReduceAlgo::Ring);
+  EXPECT_NEAR(cands[0].us, 2.0 * 7 / 8 * 64 * MiB / 0.05e3, 14 * 30 + 1);
 }
 
 TEST(Tune, NcclAlgoRingOrTreeAndTempoAlgoWins) {
@@ -138,7 +201,7 @@ TEST(Tune, NcclAlgoRingOrTreeAndTempoAlgoWins) {
   {
     ParamGuard g(param::Id::NcclAlgo, "tree");
     EXPECT_EQ(allReduce(1 * MiB, c).algo, AllReduceAlgo::Hierarchical);
-    EXPECT_EQ(allReduce(1 * MiB, c, true).algo, AllReduceAlgo::Ring) << "no hierarchical ncclAvg";
+    EXPECT_EQ(allReduce(1 * MiB, c, true).algo, AllReduceAlgo::Tree) << "ncclAvg: the flat double binary tree";
     ParamGuard t(param::Id::Algo, "rd");
     EXPECT_EQ(allReduce(1 * MiB, c).algo, AllReduceAlgo::RecursiveDoubling) << "TEMPO_ALGO wins";
   }
@@ -156,6 +219,16 @@ TEST(Tune, NcclAlgoRingOrTreeAndTempoAlgoWins) {
   }
   ParamGuard g(param::Id::Algo, "hier");
   EXPECT_EQ(checkOverrides(), Status::Success);
+  EXPECT_EQ(allReduce(8, c).algo, AllReduceAlgo::Hierarchical);
+  for (const char* name : {"hier/rd", "hier/tree", "hier/ring"}) {
+    ParamGuard h(param::Id::Algo, name);
+    EXPECT_EQ(checkOverrides(), Status::Success);
+    const AllReduceChoice ch = allReduce(64 * KiB, c);
+    EXPECT_EQ(ch.algo, AllReduceAlgo::Hierarchical) << name;
+    EXPECT_STREQ(candidateName({ch.algo, ch.leaders, 0}), name);
+  }
+  ParamGuard t(param::Id::Algo, "tree");
+  EXPECT_EQ(allReduce(8, c, true).algo, AllReduceAlgo::Tree) << "the tree does ncclAvg";
 }
 
 }  // namespace
