@@ -12,7 +12,7 @@
 # which goes first. TEMPO_ALGO (default ring, so that small sizes compare rings too)
 # passes through --algo. The table shows, per size, the median out-of-place time (us) and
 # busbw (GB/s) of each and topo/rank = the rank-order ring's time / the topology ring's
-# (above 1: the topology ring is faster). --algos "A B" instead compares TEMPO_ALGO=A with
+# (above 1: the topology ring is faster; the column B/A). --algos "A B" instead compares TEMPO_ALGO=A with
 # TEMPO_ALGO=B, both on the topology ring (B/A: above 1, A is faster). Results are checked
 # (-c 1) outside the timed loop.
 set -euo pipefail
@@ -73,15 +73,15 @@ for ((r = 0; r < rounds; r++)); do
       cat "$out" >&2
       exit 1
     fi
-    [ "$r" != 0 ] || grep -o "Ring (.* order).*" "$out" | sed "s/^/# $o: /"
+    [ "$r" != 0 ] || grep -o "Ring (.* order).*" "$out" | sed "s|^|# $o: |"
     awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $6, $8 }' "$out" > "$work/v.$k.$r"
   done
 done
 for k in 0 1; do medians "$work"/v."$k".* > "$work/med.$k"; done
 echo
-printf "# %10s  %11s  %11s  %9s  %9s  %9s\n" "size(B)" "${names[0]} us" "${names[1]} us" "${names[0]:0:4} GB/s" \
-  "${names[1]:0:4} GB/s" "${names[1]:0:4}/${names[0]:0:4}"
+printf "# %10s  %14s  %14s  %14s  %14s  %9s\n" "size(B)" "${names[0]} us" "${names[1]} us" "${names[0]} GB/s" \
+  "${names[1]} GB/s" "B/A"
 # busbw from the median times (the tools print two decimals, too few on slow links).
 join "$work/med.0" "$work/med.1" | sort -k1,1n | awk -v n="$((hosts * per_host))" '
   { f = 2 * (n - 1) / n / 1e3; r = $2 > 0 ? $4 / $2 : 0
-    printf "  %10d  %11.1f  %11.1f  %9.4f  %9.4f  %9.2f\n", $1, $2, $4, $1 / $2 * f, $1 / $4 * f, r }'
+    printf "  %10d  %14.1f  %14.1f  %14.4f  %14.4f  %9.2f\n", $1, $2, $4, $1 / $2 * f, $1 / $4 * f, r }'

@@ -15,8 +15,8 @@
 # The command runs --ranks-per-host times per host (default once), launched through the
 # environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=rank 0's address, TEMPO_HOSTNAME;
 # the ranks of a host are consecutive and share its namespace), with
-# NCCL_SOCKET_IFNAME, FI_TCP_IFACE and UCX_NET_DEVICES set to the host's link unless the
-# caller set them. Ranks are numbered --numbering block (rank r on host r) or round-robin
+# NCCL_SOCKET_IFNAME, FI_TCP_IFACE and UCX_NET_DEVICES set to the host's link and
+# TEMPO_NET_MBITS to its rate (for the tuner's cost model) unless the caller set them. Ranks are numbered --numbering block (rank r on host r) or round-robin
 # (rank r on leaf r % L). Rank 0's output is printed; every rank's is kept in the work
 # directory, and the last lines of a failing rank's are printed. The exit code is the
 # first failing rank's, 124 on --timeout, or 77 (a skip, for ctest) when namespaces
@@ -166,7 +166,7 @@ for ((r = 0; r < nranks; ++r)); do
   setsid ip netns exec "$name-h$h" env RANK="$r" WORLD_SIZE="$nranks" LOCAL_RANK=$((r % per_host)) LOCAL_WORLD_SIZE="$per_host" \
     MASTER_ADDR="$master" MASTER_PORT="${MASTER_PORT:-29500}" TEMPO_HOSTNAME="$(printf 'node%02d' $((h + 1)))" \
     TEMPO_TOPO_FILE="${TEMPO_TOPO_FILE:-$topo}" NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-eth0}" \
-    FI_TCP_IFACE="${FI_TCP_IFACE:-eth0}" \
+    FI_TCP_IFACE="${FI_TCP_IFACE:-eth0}" TEMPO_NET_MBITS="${TEMPO_NET_MBITS:-$(( $(rate_kbit "$host_rate") / 1000 ))}" \
     "$@" > "$work/rank$r.log" 2>&1 &
   pids+=($!)
 done

@@ -3,7 +3,8 @@
 namespace tempo::algo {
 
 void planRdAllReduce(const RdAllReduceArgs& a, Plan& out) {
-  const int n = a.nranks, r = a.rank;
+  const RingView rv(a);
+  const int n = a.nranks, r = rv.pos;  // in ring positions; peers through rv.rankAt
   const uint64_t bytes = a.count * a.typeSize;
   if (a.count == 0) return;
   int p = 1, rounds = 0;
@@ -35,8 +36,8 @@ void planRdAllReduce(const RdAllReduceArgs& a, Plan& out) {
   // An extra rank: hand the input to its partner, then receive the result. The receive
   // waits for the send, which reads the same buffer when in place.
   if (r >= p) {
-    uint32_t send = step(StepKind::Send, r - p, 0, in, none, none, kNoDep, kNoDep);
-    step(StepKind::Recv, r - p, unfoldMsg, none, none, mine, send, kNoDep);
+    uint32_t send = step(StepKind::Send, rv.rankAt(r - p), 0, in, none, none, kNoDep, kNoDep);
+    step(StepKind::Recv, rv.rankAt(r - p), unfoldMsg, none, none, mine, send, kNoDep);
     return;
   }
 
@@ -51,10 +52,10 @@ void planRdAllReduce(const RdAllReduceArgs& a, Plan& out) {
   };
 
   // Phase 1: absorb the extra partner's input.
-  if (r < extra) scratchFree = last = fold(r + p, 0, rounds == 0);
+  if (r < extra) scratchFree = last = fold(rv.rankAt(r + p), 0, rounds == 0);
   // Phase 2: exchange sums with partners at distance 1, 2, 4, ...
   for (int k = 0; k < rounds; ++k) {
-    int partner = r ^ (1 << k);
+    int partner = rv.rankAt(r ^ (1 << k));
     uint32_t msg = uint32_t(k) + 1;
     uint32_t send = step(StepKind::Send, partner, msg, mine, none, none, last, kNoDep);
     uint32_t recv = step(StepKind::Recv, partner, msg, none, none, scratch, scratchFree, kNoDep);
@@ -64,7 +65,7 @@ void planRdAllReduce(const RdAllReduceArgs& a, Plan& out) {
     scratchFree = last = red;
   }
   // Phase 3: return the result to the extra partner.
-  if (r < extra) step(StepKind::Send, r + p, unfoldMsg, mine, none, none, last, kNoDep);
+  if (r < extra) step(StepKind::Send, rv.rankAt(r + p), unfoldMsg, mine, none, none, last, kNoDep);
 }
 
 }  // namespace tempo::algo

@@ -174,6 +174,15 @@ double rdUs(double S, int m, const LinkCost& l) {
   if (p != m) rounds += 2;  // the extra ranks' fold and unfold
   return rounds * l.us(S);
 }
+// Recursive doubling over the topology ring: with `perHost` ranks of each host adjacent on
+// it, the first floor(log2(perHost)) exchanges stay on the host; in each later one all of
+// a host's ranks send a whole vector over its link at once.
+double rdTwoLevelUs(double S, int n, int perHost, const LinkCost& local, const LinkCost& net) {
+  int onHost = 0;
+  while ((2 << onHost) <= perHost) ++onHost;
+  const double rounds = rdUs(S, n, net) / net.us(S);
+  return onHost * local.us(S) + (rounds - onHost) * net.us(S * perHost);
+}
 double ringUs(double S, int m, const LinkCost& l) { return m <= 1 ? 0 : 2.0 * (m - 1) * l.us(S / m); }
 // A chunk climbs the tree's depth and comes back (2d hops); behind it each further column
 // costs a rank's link the 4 chunks it sends per column of both trees, or a message's
@@ -215,7 +224,9 @@ int predictAllReduce(uint64_t bytes, const Context& ctx, bool average, Candidate
   const double tree = double(treeChunk(bytes, ctx)), chain = double(localChunk(bytes, ctx));
   int k = 0;
   out[k++] = {AllReduceAlgo::Ring, LeaderAlgo::Ring, ringUs(S, n, ctx.net)};
-  if (rdFits) out[k++] = {AllReduceAlgo::RecursiveDoubling, LeaderAlgo::RecursiveDoubling, rdUs(S, n, ctx.net)};
+  if (rdFits)
+    out[k++] = {AllReduceAlgo::RecursiveDoubling, LeaderAlgo::RecursiveDoubling,
+                rdTwoLevelUs(S, n, perHost, ctx.local, ctx.net)};
   out[k++] = {AllReduceAlgo::Tree, LeaderAlgo::Tree, treeUs(S, n, tree, ctx.net)};
   if (!average && perHost > 1) {
     const double onHost = 2 * chainUs(S, perHost, chain, ctx.local);  // reduce, then broadcast

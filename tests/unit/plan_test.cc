@@ -820,6 +820,46 @@ TEST(HierAllReducePlan, EveryRankGetsEveryContributionOnceOverUnevenHosts) {
   }
 }
 
+// Recursive doubling over a ring order (the topology ring): still every contribution once,
+// and the first exchange pairs ring neighbours (positions 2i and 2i+1), so on a locality
+// ring it stays inside a host or a leaf.
+TEST(RdAllReducePlan, PartnersAreTakenInRingPositions) {
+  for (int n = 2; n <= 9; ++n)
+    for (uint64_t seed = 0; seed < 3; ++seed) {
+      std::vector<int> ring(static_cast<size_t>(n));
+      for (int p = 0; p < n; ++p) ring[size_t(p)] = p;
+      std::mt19937_64 rng(seed * 13 + uint64_t(n));
+      std::shuffle(ring.begin(), ring.end(), rng);
+      std::vector<RankSetup> setups(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        CollPlanArgs c;
+        c.count = 9;
+        c.rank = r;
+        c.nranks = n;
+        c.inPlace = seed % 2;
+        c.ring = ring;
+        RankSetup& u = setups[size_t(r)];
+        planRdAllReduce(c, u.plan);
+        u.input.resize(9);
+        for (uint64_t e = 0; e < 9; ++e) u.input[e] = from(r, e);
+        u.outputCells = 9;
+        const int pos = int(std::find(ring.begin(), ring.end(), r) - ring.begin());
+        int p2 = 1;
+        while (p2 * 2 <= n) p2 *= 2;
+        if (pos < p2 && n >= 2 && (n & (n - 1)) == 0) {
+          const Step* first = nullptr;
+          for (const Step& st : u.plan.steps)
+            if (st.kind == StepKind::Send && !first) first = &st;
+          ASSERT_NE(first, nullptr);
+          EXPECT_EQ(first->peer, ring[size_t(pos ^ 1)]) << "n=" << n << " rank " << r;
+        }
+      }
+      Simulator sim(n, 4, seed % 2, std::move(setups));
+      ASSERT_TRUE(sim.run(seed));
+      sim.checkResult();
+    }
+}
+
 // Both trees of the double binary tree, for every size up to 40: each is a tree (one root,
 // every other position has exactly one parent that lists it as a child, at most two
 // children, no cycle), its depth is at most ceil(log2 n) + 1, and no position other than

@@ -115,11 +115,14 @@ TEST(Tune, RingSegmentsAreWholeUpToTheirCapThenColumns) {
 }
 
 // Across hosts the choice is the cost model's: the candidate predicted fastest, at every
-// size. Several ranks on some host: latency-bound sizes go hierarchical with recursive
-// doubling among the leaders (log2(hosts) network latencies), bandwidth-bound ones take a
-// ring (the hierarchical ring moves (hosts-1)/hosts of the vector over each host's link,
-// the flat ring (n-1)/n); one rank per host has nothing to gain from the hierarchy; ncclAvg
-// never takes it.
+// size. Several ranks on some host: the tiniest vectors take recursive doubling over the
+// topology ring (its first exchange on the host, then log2(hosts) network latencies: one
+// hop fewer than the hierarchy's reduce and broadcast); from where a host link carrying
+// every local rank's vector costs more than a local hop, the hierarchical all-reduce with
+// recursive doubling among the leaders; bandwidth-bound ones take a ring (the
+// hierarchical ring moves (hosts-1)/hosts of the vector over each host's link, the flat
+// ring (n-1)/n); one rank per host has nothing to gain from the hierarchy; ncclAvg never
+// takes it.
 Context hosts(int nranks, int nhosts, int perHost) {
   Context c = shm(nranks, false);
   c.slowest = transport::Kind::OfiTcp;
@@ -150,9 +153,10 @@ TEST(Tune, AcrossHostsTheCostModelsFastestCandidateWins) {
 
 TEST(Tune, SeveralRanksOnSeveralHostsTakeTheHierarchicalAllReduceWhenLatencyBound) {
   Context c = hosts(8, 4, 2);
-  EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::Hierarchical);
-  EXPECT_EQ(allReduce(8 * KiB, c).leaders, LeaderAlgo::RecursiveDoubling);
-  EXPECT_NE(allReduce(8 * KiB, c, /*average=*/true).algo, AllReduceAlgo::Hierarchical);
+  EXPECT_EQ(allReduce(8, c).algo, AllReduceAlgo::RecursiveDoubling);
+  EXPECT_EQ(allReduce(64 * KiB, c).algo, AllReduceAlgo::Hierarchical);
+  EXPECT_EQ(allReduce(64 * KiB, c).leaders, LeaderAlgo::RecursiveDoubling);
+  EXPECT_NE(allReduce(64 * KiB, c, /*average=*/true).algo, AllReduceAlgo::Hierarchical);
   const AllReduceChoice large = allReduce(256 * MiB, c);
   EXPECT_TRUE(large.algo == AllReduceAlgo::Ring || large.leaders == LeaderAlgo::Ring) << algoName(large.algo);
   c = hosts(8, 8, 1);
@@ -211,7 +215,7 @@ TEST(Tune, NcclAlgoRingOrTreeAndTempoAlgoWins) {
   }
   {
     ParamGuard g(param::Id::NcclAlgo, "Ring,Tree");
-    EXPECT_EQ(allReduce(8 * KiB, c).algo, AllReduceAlgo::Hierarchical) << "both allowed: the tuner's choice";
+    EXPECT_EQ(allReduce(64 * KiB, c).algo, AllReduceAlgo::Hierarchical) << "both allowed: the tuner's choice";
   }
   {
     ParamGuard g(param::Id::NcclAlgo, "Banana");
