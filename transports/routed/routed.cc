@@ -55,12 +55,10 @@ class RoutedEndpoint final : public Endpoint {
   }
 
   Status isend(int peer, uint64_t tag, const void* buf, size_t len, Request* req) override {
-    const int i = route(tag, len, req);
-    return counted(i, ep_[i]->isend(peer, tag, buf, len, req));
+    return post(route(tag, len), req, [&](Endpoint& ep) { return ep.isend(peer, tag, buf, len, req); });
   }
   Status irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) override {
-    const int i = route(tag, len, req);
-    return counted(i, ep_[i]->irecv(peer, tag, buf, len, req));
+    return post(route(tag, len), req, [&](Endpoint& ep) { return ep.irecv(peer, tag, buf, len, req); });
   }
 
   // An inner endpoint with requests in flight is progressed on every pass, an idle one on
@@ -98,15 +96,22 @@ class RoutedEndpoint final : public Endpoint {
   }
 
  private:
-  // Which inner endpoint carries the message; translates the caller's region (one of
-  // ours) into that endpoint's.
-  int route(uint64_t tag, size_t len, Request* req) const {
-    const int i = (tag & routes_.pinnedTags) == 0 && len >= routes_.largeBytes ? 1 : 0;
-    if (req->region) req->region = static_cast<const PairRegion*>(req->region)->part[i].get();
-    return i;
+  // Which inner endpoint carries the message.
+  int route(uint64_t tag, size_t len) const {
+    return (tag & routes_.pinnedTags) == 0 && len >= routes_.largeBytes ? 1 : 0;
   }
 
-  Status counted(int i, Status posted) {
+  // Posts on inner endpoint `i` with the caller's region (one of ours) translated into
+  // that endpoint's for the call (the transports read it when posting only), then gives
+  // the request its region back: a post refused with InProgress is retried with the same
+  // request, and translating twice read a foreign region as ours (a crash, seen in the
+  // conformance suite when libfabric was momentarily full).
+  template <class Post>
+  Status post(int i, Request* req, Post&& p) {
+    const MemRegion* mine = req->region;
+    if (mine) req->region = static_cast<const PairRegion*>(mine)->part[i].get();
+    const Status posted = p(*ep_[i]);
+    req->region = mine;
     if (posted == Status::Success) ++outstanding_[i];
     return posted;
   }
