@@ -102,7 +102,7 @@ tempo::Result<std::unique_ptr<Endpoint>> open(const Args& a, int rank) {
   if (a.transport == "ofi") return tempo::transport::ofi::create(a.provider, rank, 2);
 #endif
 #ifdef TEMPO_HAVE_UCX
-  if (a.transport == "ucx") return tempo::transport::ucx::create(rank, 2, {.tls = "", .sameHost = {!a.remote, !a.remote}});
+  if (a.transport == "ucx") return tempo::transport::ucx::create(rank, 2, {.tls = "", .sameHost = {!a.remote, !a.remote}, .netDevices = {}});
 #endif
   return tempo::fail(Status::InvalidArgument, "transport '%s' is not built in", a.transport.c_str());
 }

@@ -15,8 +15,11 @@
 # The command runs --ranks-per-host times per host (default once), launched through the
 # environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=rank 0's address, TEMPO_HOSTNAME;
 # the ranks of a host are consecutive and share its namespace), with
-# NCCL_SOCKET_IFNAME, FI_TCP_IFACE and UCX_NET_DEVICES set to the host's link and
-# TEMPO_NET_MBITS to its rate (for the tuner's cost model) unless the caller set them. Ranks are numbered --numbering block (rank r on host r) or round-robin
+# NCCL_SOCKET_IFNAME and TEMPO_NIC set to the host's link (eth0) and TEMPO_NET_MBITS to its
+# rate (for the tuner's cost model) unless the caller set them. With --nics K each host has
+# K links, eth0..eth<K-1>, each on a rail of its own (rail k: its own leaf bridges, spine and
+# uplinks, subnet 10.77.k.0/24, every link limited as rail 0's), as in rail-optimised
+# clusters, and TEMPO_NIC lists them all. Ranks are numbered --numbering block (rank r on host r) or round-robin
 # (rank r on leaf r % L). Rank 0's output is printed; every rank's is kept in the work
 # directory, and the last lines of a failing rank's are printed. The exit code is the
 # first failing rank's, 124 on --timeout, or 77 (a skip, for ctest) when namespaces
@@ -25,10 +28,10 @@
 # Options (defaults in brackets):
 #   --hosts H [8]   --leaves L [2]   --host-rate R [400mbit]   --oversub X [4]
 #   --numbering block|round-robin [block]   --name N [tb, at most 6 characters]
-#   --ranks-per-host K [1]   --timeout S [600]   --keep-logs DIR (copy the rank logs there)
+#   --ranks-per-host K [1]   --nics K [1]   --timeout S [600]   --keep-logs DIR (copy the rank logs there)
 set -euo pipefail
 
-hosts=8 leaves=2 host_rate=400mbit oversub=4 numbering=block name=tb timeout_s=600 keep_logs="" per_host=1
+hosts=8 leaves=2 host_rate=400mbit oversub=4 numbering=block name=tb timeout_s=600 keep_logs="" per_host=1 nics=1
 while [ $# -gt 0 ]; do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -40,15 +43,16 @@ while [ $# -gt 0 ]; do
     --timeout) timeout_s=$2; shift 2 ;;
     --keep-logs) keep_logs=$2; shift 2 ;;
     --ranks-per-host) per_host=$2; shift 2 ;;
+    --nics) nics=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "fabric-testbed: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [ $# -gt 0 ] || { echo "fabric-testbed: no command given (… -- <command>)" >&2; exit 2; }
 case $numbering in block|round-robin) ;; *) echo "fabric-testbed: --numbering must be block or round-robin" >&2; exit 2 ;; esac
-[[ $hosts =~ ^[0-9]+$ && $leaves =~ ^[0-9]+$ && $oversub =~ ^[0-9]+$ && $per_host =~ ^[1-9][0-9]*$ ]] ||
-  { echo "fabric-testbed: --hosts, --leaves, --oversub and --ranks-per-host take whole numbers" >&2; exit 2; }
+[[ $hosts =~ ^[0-9]+$ && $leaves =~ ^[0-9]+$ && $oversub =~ ^[0-9]+$ && $per_host =~ ^[1-9][0-9]*$ && $nics =~ ^[1-8]$ ]] ||
+  { echo "fabric-testbed: --hosts, --leaves, --oversub and --ranks-per-host take whole numbers, --nics 1 to 8" >&2; exit 2; }
 if [ "$leaves" -lt 1 ] || [ "$hosts" -lt "$leaves" ] || [ $((hosts % leaves)) -ne 0 ] || [ "$hosts" -gt 250 ]; then
   echo "fabric-testbed: --hosts ($hosts) must be a multiple of --leaves ($leaves), at most 250" >&2; exit 2
 fi
@@ -116,17 +120,22 @@ if ! ip netns add "$sw" 2>"$work/err"; then
 fi
 owned=1
 ip -n "$sw" link set lo up
-ip -n "$sw" link add spine type bridge
-ip -n "$sw" link set spine up
-for ((l = 0; l < leaves; ++l)); do
-  ip -n "$sw" link add "leaf$l" type bridge
-  ip -n "$sw" link set "leaf$l" up
-  # Phase 2: the leaf's uplink, limited both ways.
-  ip -n "$sw" link add "up${l}l" type veth peer name "up${l}s"
-  ip -n "$sw" link set "up${l}l" master "leaf$l" up
-  ip -n "$sw" link set "up${l}s" master spine up
-  limit "$sw" "up${l}l" "$uplink_kbit"
-  limit "$sw" "up${l}s" "$uplink_kbit"
+# Rail k's devices carry the prefix r<k> (none for rail 0).
+rail() { [ "$1" = 0 ] || echo "r$1"; }
+for ((k = 0; k < nics; ++k)); do
+  p=$(rail "$k")
+  ip -n "$sw" link add "${p}spine" type bridge
+  ip -n "$sw" link set "${p}spine" up
+  for ((l = 0; l < leaves; ++l)); do
+    ip -n "$sw" link add "${p}leaf$l" type bridge
+    ip -n "$sw" link set "${p}leaf$l" up
+    # Phase 2: the leaf's uplink, limited both ways.
+    ip -n "$sw" link add "${p}up${l}l" type veth peer name "${p}up${l}s"
+    ip -n "$sw" link set "${p}up${l}l" master "${p}leaf$l" up
+    ip -n "$sw" link set "${p}up${l}s" master "${p}spine" up
+    limit "$sw" "${p}up${l}l" "$uplink_kbit"
+    limit "$sw" "${p}up${l}s" "$uplink_kbit"
+  done
 done
 
 # Phase 3: the hosts, each on its leaf, and the switch map that describes them.
@@ -137,13 +146,18 @@ for ((h = 0; h < hosts; ++h)); do
   ns=$name-h$h
   ip netns add "$ns"
   ip -n "$ns" link set lo up
-  ip -n "$sw" link add "h$h" type veth peer name eth0 netns "$ns"
-  ip -n "$sw" link set "h$h" master "leaf$((h / per_leaf))" up
-  ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  limit "$ns" eth0 "$(rate_kbit "$host_rate")"
-  limit "$sw" "h$h" "$(rate_kbit "$host_rate")"
+  for ((k = 0; k < nics; ++k)); do
+    p=$(rail "$k")
+    ip -n "$sw" link add "${p}h$h" type veth peer name "eth$k" netns "$ns"
+    ip -n "$sw" link set "${p}h$h" master "${p}leaf$((h / per_leaf))" up
+    ip -n "$ns" addr add "10.77.$k.$((h + 1))/24" dev "eth$k"
+    ip -n "$ns" link set "eth$k" up
+    limit "$ns" "eth$k" "$(rate_kbit "$host_rate")"
+    limit "$sw" "${p}h$h" "$(rate_kbit "$host_rate")"
+  done
 done
+nic_list=eth0
+for ((k = 1; k < nics; ++k)); do nic_list+=",eth$k"; done
 for ((l = 0; l < leaves; ++l)); do
   printf 'SwitchName=leaf%d Nodes=node[%02d-%02d]\n' "$l" $((l * per_leaf + 1)) $(((l + 1) * per_leaf)) >> "$topo"
 done
@@ -158,7 +172,7 @@ for ((r = 0; r < nranks; ++r)); do
   fi
 done
 master=10.77.0.$((host_of_rank[0] + 1))
-echo "# fabric-testbed: $hosts hosts on $leaves leaves, $per_host rank(s) each, host links $host_rate, uplinks ${uplink_kbit}kbit ($oversub:1), ranks numbered $numbering"
+echo "# fabric-testbed: $hosts hosts on $leaves leaves, $per_host rank(s) each, $nics link(s) each of $host_rate, uplinks ${uplink_kbit}kbit ($oversub:1) per rail, ranks numbered $numbering"
 
 # Phase 4: one rank per host; wait for all, or for the first failure, or the timeout.
 for ((r = 0; r < nranks; ++r)); do
@@ -166,7 +180,7 @@ for ((r = 0; r < nranks; ++r)); do
   setsid ip netns exec "$name-h$h" env RANK="$r" WORLD_SIZE="$nranks" LOCAL_RANK=$((r % per_host)) LOCAL_WORLD_SIZE="$per_host" \
     MASTER_ADDR="$master" MASTER_PORT="${MASTER_PORT:-29500}" TEMPO_HOSTNAME="$(printf 'node%02d' $((h + 1)))" \
     TEMPO_TOPO_FILE="${TEMPO_TOPO_FILE:-$topo}" NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-eth0}" \
-    FI_TCP_IFACE="${FI_TCP_IFACE:-eth0}" TEMPO_NET_MBITS="${TEMPO_NET_MBITS:-$(( $(rate_kbit "$host_rate") / 1000 ))}" \
+    TEMPO_NIC="${TEMPO_NIC:-$nic_list}" TEMPO_NET_MBITS="${TEMPO_NET_MBITS:-$(( $(rate_kbit "$host_rate") / 1000 ))}" \
     "$@" > "$work/rank$r.log" 2>&1 &
   pids+=($!)
 done

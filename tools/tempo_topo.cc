@@ -30,6 +30,7 @@
 #include "src/topo/locality.h"
 #include "src/topo/machine.h"
 #include "src/topo/model.h"
+#include "src/topo/place.h"
 #include "src/tune/tune.h"
 
 using namespace tempo;
@@ -76,7 +77,7 @@ void printTrees(const std::vector<int>& ring, const topo::Locality& loc) {
   std::vector<int> leaders;
   std::vector<bool> seen;
   for (int r = 0; r < loc.nranks; ++r) {
-    const int h = loc.group[0][size_t(r)];
+    const int h = loc.hosts()[size_t(r)];
     if (size_t(h) >= seen.size()) seen.resize(size_t(h) + 1, false);
     if (!seen[size_t(h)]) seen[size_t(h)] = true, leaders.push_back(r);
   }
@@ -136,6 +137,14 @@ void printMachine(const topo::Machine& m, const topo::MachineSource& src) {
     printDevice(("nic " + std::to_string(i)).c_str(), m.nics[i]);
     std::printf("\n");
   }
+  // What a rank bound to each NUMA node would use (a rank with a GPU takes its GPU's NIC).
+  for (size_t node = 0; node < m.numaCpus.size(); ++node) {
+    if (m.numaCpus[node].empty()) continue;
+    std::printf("numa %zu: cpus %s", node, topo::cpuListString(m.numaCpus[node]).c_str());
+    const int nic = topo::nicFor(m, -1, int(node));
+    if (nic >= 0) std::printf("; a rank bound here uses NIC %s", topo::nicName(m.nics[size_t(nic)]).c_str());
+    std::printf("\n");
+  }
   std::printf("\n");
 }
 
@@ -183,11 +192,13 @@ int main(int argc, char** argv) {
 
   topo::SwitchMap map;
   std::vector<std::string> hostOfRank;
+  std::vector<int> numaOfRank;  // from a dump only
   if (!loadPath.empty()) {
     auto job = topo::loadTopology(loadPath);
     if (!job.ok()) return std::fprintf(stderr, "tempo-topo: %s\n", lastErrorMessage()), 1;
     map = std::move(job->map);
     hostOfRank = std::move(job->hostOfRank);
+    numaOfRank = std::move(job->numaOfRank);
   } else {
     if (!topoPath.empty()) {
       auto m = topo::loadSwitchMap(topoPath);
@@ -226,11 +237,11 @@ int main(int argc, char** argv) {
     for (const auto& h : hosts)
       for (int k = 0; k < perHost; ++k) hostOfRank.push_back(h);
   }
-  if (!dumpPath.empty() && !ok(topo::writeTopology(dumpPath, map, hostOfRank)))
+  if (!dumpPath.empty() && !ok(topo::writeTopology(dumpPath, map, hostOfRank, numaOfRank)))
     return std::fprintf(stderr, "tempo-topo: %s\n", lastErrorMessage()), 1;
 
   // Phase 2: what Tempo builds from them.
-  const topo::Locality loc = topo::placeRanks(hostOfRank, &map);
+  const topo::Locality loc = topo::placeRanks(hostOfRank, &map, numaOfRank);
   std::printf("# switch tree (%zu switches, %zu hosts)\n", map.switches.size(), map.leafOf.size());
   for (size_t s = 0; s < map.switches.size(); ++s)
     if (map.switches[s].parent < 0) printTree(map, int(s), 0);
@@ -238,6 +249,7 @@ int main(int argc, char** argv) {
   for (size_t r = 0; r < hostOfRank.size(); ++r) {
     const auto path = map.pathOf(hostOfRank[r]);
     std::printf("rank %zu: %s", r, hostOfRank[r].c_str());
+    if (r < numaOfRank.size() && numaOfRank[r] >= 0) std::printf(" (numa %d)", numaOfRank[r]);
     for (int s : path) std::printf(" < %s", map.switches[size_t(s)].name.c_str());
     std::printf("\n");
   }
@@ -270,7 +282,7 @@ int main(int argc, char** argv) {
   ctx.slowest = transport::Kind::OfiTcp;
   ctx.scratchBytes = uint64_t(param::BuffSize());
   ctx.hosts = 0;
-  for (int h : loc.group[0]) ctx.hosts = std::max(ctx.hosts, h + 1);
+  for (int h : loc.hosts()) ctx.hosts = std::max(ctx.hosts, h + 1);
   ctx.maxRanksPerHost = perHost;
   ctx.net = {model.alphaUs, model.hostGBps};
   std::printf("\n# tuner's all-reduce (network %.1f us + %.2f GB/s per host; on a host %.0f us + %.1f GB/s)\n",

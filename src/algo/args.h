@@ -21,6 +21,10 @@ struct CollPlanArgs {
   // Ring collectives: ring[p] is the rank at ring position p (src/topo's topology ring);
   // empty means rank order. Every rank passes the same ring.
   std::span<const int> ring;
+  // Ring all-gather and reduce-scatter: bytes from one rank's block to the next in the
+  // buffer that holds all of them (0: the block's own size). A channel's part of every
+  // block is planned with the whole blocks' stride (channels.h).
+  uint64_t blockStride = 0;
 };
 
 // Positions on a ring given as CollPlanArgs::ring.

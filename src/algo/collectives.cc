@@ -38,6 +38,7 @@ void planRingAllGather(const CollPlanArgs& a, Plan& out) {
   const uint64_t columns = (block + chunk - 1) / chunk;
   const RingView rv(a);
   const int next = rv.rankAt(rv.pos + 1), prev = rv.rankAt(rv.pos - 1);
+  const uint64_t stride = a.blockStride ? a.blockStride : block;
 
   // n-1 ring steps per column; a block (named by its rank) is forwarded once it has arrived. Out of place, our
   // own slice of the column is copied into place right after its first send and receive
@@ -48,10 +49,10 @@ void planRingAllGather(const CollPlanArgs& a, Plan& out) {
     for (int s = 0; s < n - 1; ++s) {
       const uint64_t msg = c * perColumn + uint64_t(s);
       const int sendBlock = rv.rankAt(rv.pos - s), recvBlock = rv.rankAt(rv.pos - s - 1);
-      Loc from = s == 0 ? Loc{BufId::Input, off} : Loc{BufId::Output, uint64_t(sendBlock) * block + off};
+      Loc from = s == 0 ? Loc{BufId::Input, off} : Loc{BufId::Output, uint64_t(sendBlock) * stride + off};
       out.add(transfer(StepKind::Send, next, msg, len, from, arrived));
-      arrived = out.add(transfer(StepKind::Recv, prev, msg, len, {BufId::Output, uint64_t(recvBlock) * block + off}, kNoDep));
-      if (s == 0 && !a.inPlace) out.add(copy(len, {BufId::Input, off}, {BufId::Output, uint64_t(r) * block + off}));
+      arrived = out.add(transfer(StepKind::Recv, prev, msg, len, {BufId::Output, uint64_t(recvBlock) * stride + off}, kNoDep));
+      if (s == 0 && !a.inPlace) out.add(copy(len, {BufId::Input, off}, {BufId::Output, uint64_t(r) * stride + off}));
     }
   }
   const uint64_t perColumnSteps = uint64_t(2 * (n - 1)) + (a.inPlace ? 0 : 1);
@@ -71,6 +72,7 @@ void planRingReduceScatter(const CollPlanArgs& a, Plan& out) {
   Slots slots(out, slotBytes, slotCount(a.scratchBytes, slotBytes, columns, perColumn));
   const RingView rv(a);
   const int next = rv.rankAt(rv.pos + 1), prev = rv.rankAt(rv.pos - 1);
+  const uint64_t stride = a.blockStride ? a.blockStride : block;
 
   // Per column, n-1 steps, in ring positions p: step s sends the partial sum of the block
   // of position p-1-s (our raw input at s = 0), receives the partial of position p-2-s's
@@ -83,7 +85,7 @@ void planRingReduceScatter(const CollPlanArgs& a, Plan& out) {
     for (int s = 0; s < n - 1; ++s) {
       const uint64_t msg = c * perColumn + uint64_t(s);
       const int sendBlock = rv.rankAt(rv.pos - 1 - s), recvBlock = rv.rankAt(rv.pos - 2 - s);
-      Loc from = s == 0 ? Loc{BufId::Input, uint64_t(sendBlock) * block + off} : slots.loc(partialSlot);
+      Loc from = s == 0 ? Loc{BufId::Input, uint64_t(sendBlock) * stride + off} : slots.loc(partialSlot);
       uint32_t send = out.add(transfer(StepKind::Send, next, msg, len, from, partial));
       if (s > 0) slots.readBy(partialSlot, send);
 
@@ -95,7 +97,7 @@ void planRingReduceScatter(const CollPlanArgs& a, Plan& out) {
       fold.kind = StepKind::Reduce;
       fold.bytes = len;
       fold.src = slots.loc(slot);
-      fold.src2 = {BufId::Input, uint64_t(recvBlock) * block + off};
+      fold.src2 = {BufId::Input, uint64_t(recvBlock) * stride + off};
       fold.dst = last ? Loc{BufId::Output, off} : slots.loc(slot);
       fold.postDivisor = last && a.average ? uint32_t(n) : 1;
       fold.deps[0] = recv;

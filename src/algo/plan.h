@@ -44,6 +44,8 @@ inline constexpr uint32_t kMaxDataMsgs = kMsgIdSpace - 32;
 struct Step {
   StepKind kind = StepKind::Copy;
   bool upTo = false;         // Recv: `bytes` is the capacity; a shorter message is accepted
+  uint8_t channel = 0;       // Send/Recv: the channel it belongs to (channels.h); the engine
+                             // sends it over that channel's rail
   int32_t peer = -1;         // Send/Recv
   uint32_t msg = 0;          // Send/Recv: index among the messages between this pair, in
                              // this direction, within the collective; both sides agree

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 
+#include "src/algo/channels.h"
 #include "src/algo/collectives.h"
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
@@ -20,30 +21,10 @@
 #include "src/core/host.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
-#include "src/topo/dump.h"
-#include "src/topo/locality.h"
 #include "src/tune/tune.h"
-#include "transports/loopback/loopback.h"
-#include "transports/routed/routed.h"
-#include "transports/shm/shm.h"
-#ifdef TEMPO_HAVE_OFI
-#include "transports/ofi/ofi.h"
-#endif
-#ifdef TEMPO_HAVE_UCX
-#include "transports/ucx/ucx.h"
-#endif
 
 namespace tempo::comm {
 namespace {
-
-// Per-peer transport choices, in the order their addresses are published.
-// kShm is Tempo's own shared-memory transport; kOfiShm, kTcp and kUserProvider are
-// libfabric providers; kUcx is one UCX worker, which picks its transports per peer;
-// kRouted is a UCX worker and libfabric tcp behind one endpoint that sends each message
-// over the faster of the two for its size (transports/routed).
-enum Choice : int {
-  kLoopback = 0, kShm = 1, kOfiShm = 2, kTcp = 3, kUserProvider = 4, kUcx = 5, kRouted = 6, kChoices = 7
-};
 
 void logBannerOnce() {
   static std::once_flag once;
@@ -52,81 +33,6 @@ void logBannerOnce() {
               NCCL_PATCH, TEMPO_VERSION_STRING);
     param::logNonDefault();
   });
-}
-
-// `users` is how many peers chose this transport.
-Result<std::unique_ptr<transport::Endpoint>> openEndpoint(Choice c, uint64_t commHash, int rank, int nranks,
-                                                          int users, const std::vector<bool>& sameHost) {
-  if (c == kLoopback) return transport::loopback::create(commHash, rank, nranks);
-  if (c == kShm) return transport::shm::create(rank, nranks, users);
-  if (c == kUcx) {
-#ifdef TEMPO_HAVE_UCX
-    return transport::ucx::create(rank, nranks, {.tls = "", .sameHost = sameHost});
-#else
-    return fail(Status::InvalidUsage, "this build of Tempo has no UCX transport (TEMPO_WITH_UCX=OFF)");
-#endif
-  }
-  if (c == kRouted) {  // autoNetChoice picks it only where both libraries are built
-    TEMPO_ASSIGN(auto small, openEndpoint(kUcx, commHash, rank, nranks, users, sameHost));
-    TEMPO_ASSIGN(auto large, openEndpoint(kTcp, commHash, rank, nranks, users, sameHost));
-    // Point-to-point lengths are the user's and may disagree between the two sides, so
-    // those messages never split across the two (see routed.h).
-    return transport::routed::create(std::move(small), std::move(large),
-                                     {.largeBytes = uint64_t(param::NetLargeBytes()),
-                                      .pinnedTags = engine::kP2pTagBit});
-  }
-#ifdef TEMPO_HAVE_OFI
-  std::string prov = c == kOfiShm ? "shm" : c == kTcp ? "tcp" : param::FiProvider();
-  return transport::ofi::create(prov, rank, nranks);
-#else
-  return fail(Status::InvalidUsage, "this build of Tempo has no libfabric transport (TEMPO_WITH_OFI=OFF)");
-#endif
-}
-
-// TEMPO_TRANSPORT=auto's transport for a peer on another host: the one the user's own
-// variables name, else TEMPO_NET_DEFAULT.
-Result<Choice> autoNetChoice() {
-  if (*param::FiProvider()) return kUserProvider;
-  if (*param::UcxTls() || *param::UcxNetDevices()) return kUcx;
-  constexpr bool haveUcx =
-#ifdef TEMPO_HAVE_UCX
-      true;
-#else
-      false;
-#endif
-  constexpr bool haveOfi =
-#ifdef TEMPO_HAVE_OFI
-      true;
-#else
-      false;
-#endif
-  // Both by default, each for the sizes it moves faster: between emulated hosts here UCX
-  // measured 1.1-1.7x faster than libfabric tcp up to 256 KiB all-reduces and libfabric
-  // 1.1-1.4x faster from 1 MiB (README, bench/compare_transports.sh).
-  const char* d = param::NetDefault();
-  if (!strcmp(d, "auto")) {
-    // Mismatch detection's first message of a collective (the fingerprint and up to 1 KiB
-    // it carries) is received into a longer buffer than it may need; it must stay below
-    // the threshold, on one side of the split.
-    if (param::NetLargeBytes() < 4096)
-      return fail(Status::InvalidArgument, "TEMPO_NET_LARGE_BYTES=%ld: must be at least 4096",
-                  long(param::NetLargeBytes()));
-    return haveUcx && haveOfi ? kRouted : haveUcx ? kUcx : kTcp;
-  }
-  if (!strcmp(d, "ofi")) return haveOfi ? kTcp : kUcx;
-  if (!strcmp(d, "ucx")) return haveUcx ? kUcx : kTcp;
-  return fail(Status::InvalidArgument, "TEMPO_NET_DEFAULT=%s: expected auto, ucx or ofi", d);
-}
-
-const char* viaName(int choice, const transport::Endpoint& ep) {
-  if (choice == kRouted) return "NET/UCX+OFI";
-  switch (ep.kind()) {
-    case transport::Kind::Loopback: return "P2P/loopback";
-    case transport::Kind::Shm: return "SHM";
-    case transport::Kind::UcxShm:
-    case transport::Kind::UcxNet: return "NET/UCX";
-    default: return "NET/OFI";
-  }
 }
 
 }  // namespace
@@ -162,6 +68,8 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   TEMPO_ASSIGN(boot_, bootstrap::Bootstrap::join(id, rank, nranks, deadline));
   uint64_t nonce = boot_->commNonce();
   commHash_ = fnv1a(&nonce, sizeof nonce);
+  place_ = placeThisRank();
+  TEMPO_TRY(exchangePlaces(deadline));
   TEMPO_TRY(connectTransports(deadline));
   TEMPO_TRY(handshake(deadline));
   TEMPO_TRY(buildRing(deadline));
@@ -169,7 +77,9 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
 
   std::vector<transport::Endpoint*> eps;
   for (auto& ep : endpoints_) eps.push_back(ep.get());
-  engine_ = std::make_unique<engine::Engine>(rank, nranks, peerEndpoint_, std::move(eps),
+  std::vector<std::vector<transport::Endpoint*>> rails{peerEndpoint_};
+  rails.insert(rails.end(), extraRails_.begin(), extraRails_.end());
+  engine_ = std::make_unique<engine::Engine>(rank, nranks, std::move(rails), std::move(eps),
                                              std::span(scratch_.data(), scratch_.size()), this);
   // Polling only pays while every rank on this host has a core: with more ranks than
   // cores a spinning rank takes the core its peer needs, so it yields at once instead.
@@ -179,6 +89,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   int64_t spinUs = param::SpinUs() >= 0 ? param::SpinUs() : (localRanks > cores ? 0 : 20);
   engine_->setSpinNs(spinUs * 1000);
   tuning_.nranks = nranks;
+  tuning_.channels = channels_;
   checkMismatch_ = nranks > 1 && param::CheckMismatch();
   tuning_.oversubscribed = localRanks > cores;
   tuning_.scratchBytes = scratch_.size();
@@ -193,332 +104,6 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   if (deadline.cancelled()) return fail(Status::InvalidUsage, "comm %p rank %d: init aborted", static_cast<void*>(this), rank);
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",
              static_cast<void*>(this), rank, nranks, device_, (unsigned long)commHash_);
-  return Status::Success;
-}
-
-// NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING: which all-reduce algorithm each size band
-// gets, and the facts the tuner decided from.
-void Communicator::logTuning() const {
-  if (!log::enabled(log::Level::Info, log::Tuning)) return;
-  std::string bands;
-  auto size = [](uint64_t b) {
-    return b >= (1u << 20) ? std::to_string(b >> 20) + " MiB" : b >= 1024 ? std::to_string(b >> 10) + " KiB"
-                                                                           : std::to_string(b) + " B";
-  };
-  // Sampled at powers of two: each band is named by the largest size it holds.
-  auto name = [&](uint64_t b) {
-    const tune::AllReduceChoice c = tune::allReduce(b, tuning_);
-    return std::string(tune::candidateName({c.algo, c.leaders, 0}));
-  };
-  std::string current = name(8);
-  for (uint64_t b = 16; b <= (uint64_t(1) << 30); b *= 2) {
-    const std::string a = name(b);
-    if (a == current) continue;
-    bands += (bands.empty() ? "" : ", ") + current + " up to " + size(b / 2);
-    current = a;
-  }
-  bands += (bands.empty() ? "" : ", ") + current + (bands.empty() ? " at every size" : " above");
-  TEMPO_INFO(log::Tuning,
-             "comm %p AllReduce: %s (%d ranks on %d hosts, at most %d on one; slowest transport %s%s; scratch %zu "
-             "bytes)",
-             static_cast<const void*>(this), bands.c_str(), nranks_, tuning_.hosts, tuning_.maxRanksPerHost,
-             transport::kindName(tuning_.slowest), tuning_.oversubscribed ? ", more ranks than cores" : "",
-             size_t(tuning_.scratchBytes));
-  if (tuning_.hosts <= 1) return;
-  // Across hosts the bands come from the cost model: say what it assumed and predicted.
-  TEMPO_INFO(log::Tuning, "comm %p cost model: network %.0f us + %.3f GB/s per host, on a host %.0f us + %.1f GB/s",
-             static_cast<const void*>(this), tuning_.net.alphaUs, tuning_.net.gbps, tuning_.local.alphaUs,
-             tuning_.local.gbps);
-  for (uint64_t b = 8; b <= (uint64_t(1) << 28); b *= 16) {
-    tune::Candidate cands[tune::kMaxCandidates];
-    const int k = tune::predictAllReduce(b, tuning_, false, cands);
-    std::string line;
-    for (int i = 0; i < k; ++i) {
-      char one[64];
-      snprintf(one, sizeof one, "%s%s %.0f us", i ? ", " : "", tune::candidateName(cands[i]), cands[i].us);
-      line += one;
-    }
-    TEMPO_INFO(log::Tuning, "comm %p predicted AllReduce %s: %s", static_cast<const void*>(this), size(b).c_str(),
-               line.c_str());
-  }
-}
-
-Status Communicator::buildRing(Deadline deadline) {
-  const std::string order = param::RingOrder();
-  if (order != "topology" && order != "rank")
-    return fail(Status::InvalidArgument, "TEMPO_RING_ORDER=%s: expected topology or rank", order.c_str());
-  std::optional<topo::SwitchMap> map;
-  if (*param::TopoFile()) {
-    TEMPO_ASSIGN(map, topo::loadSwitchMap(param::TopoFile()));
-  }
-  std::vector<std::string> hosts;
-  for (const auto& p : boot_->peers()) hosts.emplace_back(p.hostname);
-  const topo::Locality loc = topo::placeRanks(hosts, map ? &*map : nullptr);
-  if (rank_ == 0 && *param::TopoDumpFile()) {
-    TEMPO_TRY(topo::writeTopology(param::TopoDumpFile(), map ? *map : topo::SwitchMap{}, hosts));
-    TEMPO_INFO(log::Graph, "comm %p wrote its topology to %s", static_cast<void*>(this), param::TopoDumpFile());
-  }
-  if (rank_ == 0 && !loc.unmapped.empty())
-    TEMPO_WARN("TEMPO_TOPO_FILE %s does not name %zu of the communicator's hosts (%s%s); they are placed as if "
-               "on switches of their own",
-               param::TopoFile(), loc.unmapped.size(), loc.unmapped.front().c_str(),
-               loc.unmapped.size() > 1 ? ", ..." : "");
-  if (order == "rank") {
-    ring_.resize(size_t(nranks_));
-    std::iota(ring_.begin(), ring_.end(), 0);
-  } else {
-    ring_ = topo::localityRing(loc);
-  }
-  ringPos_ = int(std::find(ring_.begin(), ring_.end(), rank_) - ring_.begin());
-  hostOf_ = loc.group[0];
-  std::vector<int> perHost;
-  for (int h : hostOf_) {
-    if (size_t(h) >= perHost.size()) perHost.resize(size_t(h) + 1, 0);
-    ++perHost[size_t(h)];
-  }
-  tuning_.hosts = int(perHost.size());
-  tuning_.maxRanksPerHost = *std::max_element(perHost.begin(), perHost.end());
-
-  // Ranks that read different switch maps (or settings) would run different rings and
-  // wait on each other forever: compare the ring's hash across ranks.
-  // The tuner's network cost model comes from the environment too, and ranks that model
-  // the network differently would pick different algorithms: it joins the ring's hash.
-  std::vector<int64_t> shared(ring_.begin(), ring_.end());
-  shared.push_back(param::NetAlphaUs());
-  shared.push_back(param::NetMbits());
-  const uint64_t mine = fnv1a(shared.data(), shared.size() * sizeof(int64_t));
-  std::vector<uint64_t> all(static_cast<size_t>(nranks_));
-  all[size_t(rank_)] = mine;
-  TEMPO_TRY(boot_->allGather(std::as_writable_bytes(std::span(all)), sizeof(uint64_t), deadline));
-  for (int r = 0; r < nranks_; ++r)
-    if (all[size_t(r)] != mine)
-      return fail(Status::InvalidUsage,
-                  "rank %d laid out a different ring or cost model than rank %d (do their TEMPO_TOPO_FILE, "
-                  "TEMPO_RING_ORDER, TEMPO_NET_ALPHA_US or TEMPO_NET_MBITS settings differ?)",
-                  r, rank_);
-
-  if (rank_ == 0) {
-    std::string crossings;
-    const std::vector<int> c = topo::ringCrossings(ring_, loc);
-    for (int k = 0; k < loc.levels(); ++k)
-      crossings += (k ? ", " : "") + loc.levelNames[size_t(k)] + " " + std::to_string(c[size_t(k)]);
-    TEMPO_INFO(log::Graph, "comm %p Ring (%s order): %s; crossings: %s", static_cast<void*>(this), order.c_str(),
-               topo::ringString(ring_).c_str(), crossings.c_str());
-  }
-  return Status::Success;
-}
-
-Status Communicator::connectTransports(Deadline deadline) {
-  const auto& peers = boot_->peers();
-  const bootstrap::PeerInfo& me = peers[size_t(rank_)];
-  std::string mode = param::Transport();
-  if (mode != "auto" && mode != "ofi" && mode != "ucx" && mode != "shm" && mode != "loopback")
-    return fail(Status::InvalidArgument, "TEMPO_TRANSPORT=%s: expected auto, shm, ofi, ucx or loopback",
-                mode.c_str());
-  const bool userProvider = *param::FiProvider() != '\0';
-
-  // Phase 1: choose a transport per peer (both ends decide alike from the same rules).
-  std::vector<int> choice(size_t(nranks_), -1);
-  std::vector<bool> sameHost(static_cast<size_t>(nranks_));
-  int needed[kChoices] = {};  // peers per choice
-  for (int p = 0; p < nranks_; ++p) {
-    if (p == rank_) continue;
-    bool sameProcess = peers[size_t(p)].processToken == me.processToken;
-    sameHost[size_t(p)] = peers[size_t(p)].hostHash == me.hostHash;
-    Choice ch;
-    if (mode == "loopback") {
-      if (!sameProcess)
-        return fail(Status::InvalidUsage, "TEMPO_TRANSPORT=loopback, but rank %d is in another process (pid %u on %s)",
-                    p, peers[size_t(p)].pid, peers[size_t(p)].hostname);
-      ch = kLoopback;
-    } else if (mode == "shm") {
-      if (!sameHost[size_t(p)])
-        return fail(Status::InvalidUsage, "TEMPO_TRANSPORT=shm, but rank %d is on another host (%s)", p,
-                    peers[size_t(p)].hostname);
-      ch = kShm;
-    } else if (mode == "ucx") {
-      ch = kUcx;
-    } else if (mode == "ofi") {
-      ch = userProvider ? kUserProvider : sameHost[size_t(p)] ? kOfiShm : kTcp;
-    } else if (sameProcess) {
-      ch = kLoopback;
-    } else if (userProvider) {
-      ch = kUserProvider;
-    } else if (sameHost[size_t(p)]) {
-      ch = kShm;
-    } else {
-      TEMPO_ASSIGN(ch, autoNetChoice());
-    }
-    choice[size_t(p)] = ch;
-    ++needed[ch];
-  }
-
-  // Phase 2: open what is needed and publish the addresses. A rank's record holds, for
-  // each choice in order, a 16-bit length and that many address bytes (0: not opened);
-  // records are as long as the longest rank's, learnt by a first exchange of lengths.
-  transport::Endpoint* byChoice[kChoices] = {};
-  std::vector<std::byte> record;
-  for (int ch = 0; ch < kChoices; ++ch) {
-    std::span<const std::byte> addr;
-    if (needed[ch]) {
-      TEMPO_ASSIGN(std::unique_ptr<transport::Endpoint> ep,
-                   openEndpoint(Choice(ch), commHash_, rank_, nranks_, needed[ch], sameHost));
-      addr = ep->address();
-      if (addr.empty() || addr.size() > transport::kMaxAddressBytes)
-        return fail(Status::InternalError, "%s address of %zu bytes is empty or too long", ep->name(), addr.size());
-      byChoice[ch] = ep.get();
-      endpoints_.push_back(std::move(ep));
-    }
-    record.push_back(std::byte(addr.size() & 0xff));
-    record.push_back(std::byte(addr.size() >> 8));
-    record.insert(record.end(), addr.begin(), addr.end());
-  }
-  std::vector<std::byte> lengths(sizeof(uint32_t) * size_t(nranks_));
-  const uint32_t myLength = uint32_t(record.size());
-  memcpy(lengths.data() + sizeof(uint32_t) * size_t(rank_), &myLength, sizeof myLength);
-  TEMPO_TRY(boot_->allGather(lengths, sizeof(uint32_t), deadline));
-  size_t blockBytes = 0;
-  for (int p = 0; p < nranks_; ++p) {
-    uint32_t len;
-    memcpy(&len, lengths.data() + sizeof(uint32_t) * size_t(p), sizeof len);
-    if (len < 2 * kChoices || len > kChoices * (2 + transport::kMaxAddressBytes))
-      return fail(Status::InvalidUsage, "rank %d published a transport record of %u bytes", p, len);
-    blockBytes = std::max<size_t>(blockBytes, len);
-  }
-  std::vector<std::byte> blocks(blockBytes * size_t(nranks_));
-  memcpy(blocks.data() + blockBytes * size_t(rank_), record.data(), record.size());
-  TEMPO_TRY(boot_->allGather(blocks, blockBytes, deadline));
-
-  // Phase 3: connect every peer with the address it published for our shared choice.
-  peerEndpoint_.assign(size_t(nranks_), nullptr);
-  for (int p = 0; p < nranks_; ++p) {
-    if (p == rank_) continue;
-    const int ch = choice[size_t(p)];
-    std::span<const std::byte> rec(blocks.data() + blockBytes * size_t(p), blockBytes);
-    size_t at = 0, len = 0;
-    for (int c = 0; c <= ch && at + 2 <= rec.size(); ++c) {
-      len = size_t(rec[at]) | (size_t(rec[at + 1]) << 8);
-      if (c < ch) at += 2 + len;
-    }
-    if (len == 0 || at + 2 + len > rec.size())
-      return fail(Status::InvalidUsage, "rank %d did not open the %s transport that rank %d chose for it", p,
-                  byChoice[ch]->name(), rank_);
-    TEMPO_TRY(byChoice[ch]->connect(p, rec.subspan(at + 2, len)));
-    peerEndpoint_[size_t(p)] = byChoice[ch];
-  }
-  // Logged once every peer is connected: a UCX endpoint's kind is known only then.
-  for (int p = 0; p < nranks_; ++p) {
-    if (p == rank_) continue;
-    const transport::Endpoint& ep = *peerEndpoint_[size_t(p)];
-    if (p == (rank_ + 1) % nranks_ || p == (rank_ + nranks_ - 1) % nranks_)
-      TEMPO_INFO(log::Init | log::Net, "Channel 00/0 : %d[%d] -> %d[%d] via %s/%s", rank_, device_, p, device_,
-                 viaName(choice[size_t(p)], ep), ep.name());
-    TEMPO_INFO(log::Net, "comm %p rank %d -> rank %d (%s): %s %s", static_cast<void*>(this), rank_, p,
-               peers[size_t(p)].hostname, viaName(choice[size_t(p)], ep), ep.describePeer(p).c_str());
-  }
-  return Status::Success;
-}
-
-// Every connection carries a message both ways before Init COMPLETE: a peer that cannot be
-// reached fails init, not the first collective, and transports that connect lazily (UCX
-// wires an endpoint up on its first message) are fully connected while every rank is still
-// alive and progressing. (UCX 1.13 over tcp aborts the process when a peer it was still
-// wiring up to dies: ucp_request_send_state_ff's assertion.) An endpoint made of several
-// (transports/routed) carries the message on each of its lanes: libfabric tcp;ofi_rxm
-// connected by a first large message from one side alone, instead of by both sides at
-// once here, then moved 2 MiB all-reduces 15-25% slower. Rank r pairs with r + k and
-// r - k in round k, at most kWindow rounds in flight; each message is the communicator
-// hash, checked on arrival.
-Status Communicator::handshake(Deadline deadline) {
-  constexpr int kWindow = 32;
-  constexpr size_t kLanes = transport::Endpoint::kMaxLanes;
-  const int n = nranks_;
-  if (n <= 1) return Status::Success;
-  struct Pair {
-    transport::Request send[kLanes], recv[kLanes];
-    uint64_t in[kLanes] = {};
-    size_t inLanes = 0, outLanes = 0;  // a round's two peers may be reached differently
-  };
-  std::vector<Pair> pairs(static_cast<size_t>(n));  // by round k (1 .. n-1)
-  std::vector<transport::Endpoint*> everyLane;
-  for (auto& e : endpoints_)
-    for (transport::Endpoint* l : e->lanes()) everyLane.push_back(l);
-  auto progressAll = [&] {
-    for (transport::Endpoint* l : everyLane) l->progress();
-  };
-  // Posts round `pr`'s receive from `from` on every lane that reaches it, and its send to
-  // `to` on every lane to that one. Both ends of a pair have the same lanes (both chose
-  // the transports by the same rule), but `from` and `to` may differ: one on this host
-  // (Tempo's shm, one lane), the other remote (routed, two).
-  auto post = [&](int from, int to, Pair& pr) -> Status {
-    const std::vector<transport::Endpoint*> in = peerEndpoint_[size_t(from)]->lanes();
-    const std::vector<transport::Endpoint*> out = peerEndpoint_[size_t(to)]->lanes();
-    if (in.size() > kLanes || out.size() > kLanes)
-      return fail(Status::InternalError, "rank %d: ranks %d and %d are reached over %zu and %zu lanes", rank_, from,
-                  to, in.size(), out.size());
-    pr.inLanes = in.size();
-    pr.outLanes = out.size();
-    for (size_t l = 0; l < kLanes; ++l) {
-      for (int dir = 0; dir < 2; ++dir) {
-        if (l >= (dir == 0 ? pr.inLanes : pr.outLanes)) continue;
-        for (;;) {
-          Status s = dir == 0 ? in[l]->irecv(from, engine::kHandshakeTag, &pr.in[l], sizeof pr.in[l], &pr.recv[l])
-                              : out[l]->isend(to, engine::kHandshakeTag, &commHash_, sizeof commHash_, &pr.send[l]);
-          if (s != Status::InProgress) {
-            TEMPO_TRY(s);
-            break;
-          }
-          progressAll();
-          if (deadline.expired())
-            return fail(Status::SystemError, "rank %d: connecting to rank %d timed out", rank_, dir ? to : from);
-        }
-      }
-    }
-    return Status::Success;
-  };
-  auto finished = [](const Pair& pr) {
-    for (size_t l = 0; l < pr.inLanes; ++l)
-      if (!pr.recv[l].done) return false;
-    for (size_t l = 0; l < pr.outLanes; ++l)
-      if (!pr.send[l].done) return false;
-    return true;
-  };
-  int posted = 1, done = 1;  // rounds
-  // On failure the transports must forget the requests before `pairs` goes.
-  struct CancelOnFailure {
-    std::vector<std::unique_ptr<transport::Endpoint>>& eps;
-    bool armed = true;
-    ~CancelOnFailure() {
-      if (armed)
-        for (auto& e : eps) e->cancelAll();
-    }
-  } guard{endpoints_};
-  while (done < n) {
-    while (posted < n && posted - done < kWindow) {
-      TEMPO_TRY(post((rank_ + n - posted) % n, (rank_ + posted) % n, pairs[size_t(posted)]));
-      ++posted;
-    }
-    progressAll();
-    for (; done < posted && finished(pairs[size_t(done)]); ++done) {
-      const Pair& pr = pairs[size_t(done)];
-      const int from = (rank_ + n - done) % n;
-      for (size_t l = 0; l < std::max(pr.inLanes, pr.outLanes); ++l) {
-        const Status sent = l < pr.outLanes ? pr.send[l].status : Status::Success;
-        const Status got = l < pr.inLanes ? pr.recv[l].status : Status::Success;
-        if (!ok(sent) || !ok(got))
-          return fail(ok(sent) ? got : sent, "rank %d: the first messages with ranks %d and %d failed", rank_,
-                      (rank_ + done) % n, from);
-        if (l < pr.inLanes && pr.in[l] != commHash_)
-          return fail(Status::InvalidUsage, "rank %d: rank %d answered for another communicator", rank_, from);
-      }
-    }
-    if (deadline.expired()) {
-      const int from = (rank_ + n - done) % n, to = (rank_ + done) % n;
-      return fail(Status::SystemError, "rank %d: no first message from rank %d or to rank %d within the init timeout",
-                  rank_, from, to);
-    }
-  }
-  guard.armed = false;
   return Status::Success;
 }
 
@@ -848,18 +433,8 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
       } else if (choice.algo == tune::AllReduceAlgo::RecursiveDoubling) {
         algo::planRdAllReduce(c, out);
       } else {
-        algo::RingAllReduceArgs r;
-        r.count = a.count;
-        r.typeSize = typeSize;
-        r.inPlace = inPlace;
-        r.average = c.average;
-        r.pos = ringPos_;
-        r.nranks = nranks_;
-        r.nextRank = ring_[size_t(algo::ring::next(ringPos_, nranks_))];
-        r.prevRank = ring_[size_t(algo::ring::prev(ringPos_, nranks_))];
-        r.chunkBytes = choice.chunkBytes;
-        r.scratchBytes = scratch_.size();
-        algo::planRingAllReduce(r, out);
+        c.chunkBytes = choice.chunkBytes;
+        algo::planRingChannels(algo::RingColl::AllReduce, c, tune::ringChannels(bytes, tuning_), out);
       }
       TEMPO_TRACE(log::Tuning, "AllReduce %lu bytes: %s, chunk %lu", (unsigned long)bytes,
                   tune::candidateName({choice.algo, choice.leaders, 0}), (unsigned long)choice.chunkBytes);
@@ -877,13 +452,14 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
       algo::planChainReduce(c, out);
       break;
     case CollKind::AllGather:
-      c.chunkBytes = tune::ringChunk(bytes, tuning_);
-      algo::planRingAllGather(c, out);
+    case CollKind::ReduceScatter: {
+      // A channel's part of each block moves on its own ring (channels.h).
+      const int channels = tune::ringChannels(bytes * uint64_t(nranks_), tuning_);
+      c.chunkBytes = tune::ringChunk(bytes / uint64_t(channels), tuning_);
+      algo::planRingChannels(a.coll == CollKind::AllGather ? algo::RingColl::AllGather : algo::RingColl::ReduceScatter,
+                             c, channels, out);
       break;
-    case CollKind::ReduceScatter:
-      c.chunkBytes = tune::ringChunk(bytes, tuning_);
-      algo::planRingReduceScatter(c, out);
-      break;
+    }
     case CollKind::Gather:
       algo::planGather(c, out);
       break;

@@ -24,6 +24,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/async_worker.h"
 #include "src/comm/config.h"
+#include "src/comm/placement.h"
 #include "src/core/dtype.h"
 #include "src/engine/engine.h"
 #include "src/mem/host_buffer.h"
@@ -208,10 +209,14 @@ class Communicator : public engine::Liveness {
   // Lays out ring_ from the ranks' hosts and the switch map, and checks that every rank
   // chose the same ring.
   Status buildRing(Deadline deadline);
+  // Every rank's NUMA node and NIC count (numaOf_, rails_, channels_), before the
+  // transports are opened on this rank's NICs.
+  Status exchangePlaces(Deadline deadline);
   void logTuning() const;
   Status connectTransports(Deadline deadline);
   // One small message each way with every peer over its transport, before init completes.
   Status handshake(Deadline deadline);
+  Status handshakeRail(size_t rail, Deadline deadline);
   void logCall(const CollArgs& a, uint64_t seq) const;
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
   engine::Op* takeOp(const CollArgs& a, uint64_t payloadBytes);
@@ -231,12 +236,19 @@ class Communicator : public engine::Liveness {
   Config config_;
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   std::vector<std::unique_ptr<transport::Endpoint>> endpoints_;
-  std::vector<transport::Endpoint*> peerEndpoint_;
+  std::vector<transport::Endpoint*> peerEndpoint_;  // rail 0: every peer's primary endpoint
+  // Rails 1..: peerEndpoint_ again, except that peers on other hosts are reached through
+  // the endpoint opened on this rank's NIC for that rail.
+  std::vector<std::vector<transport::Endpoint*>> extraRails_;
   mem::HostBuffer scratch_;
   mem::Registrations registrations_;
   tune::Context tuning_;
   // The ring the ring algorithms run on (TEMPO_RING_ORDER): ring_[p] is the rank at
   // position p; ringPos_ is this rank's position.
+  RankPlace place_;           // this rank's NUMA node and NICs (join)
+  std::vector<int> numaOf_;   // every rank's NUMA node (-1: unknown)
+  int rails_ = 1;             // NICs every rank has (the fewest any rank names), at least 1
+  int channels_ = 1;          // channels of the ring collectives (tune::channels)
   std::vector<int> ring_;
   int ringPos_ = 0;
   std::vector<int> hostOf_;  // each rank's host, numbered 0.. in order of first rank

@@ -88,9 +88,13 @@ TEMPO_PARAM(TopoXml, "TEMPO_TOPO_XML", Str, "",
 TEMPO_PARAM(TopoDumpFile, "TEMPO_TOPO_DUMP_FILE", Str, "",
             "rank 0 of each communicator writes the job's topology here at init (the switch map and each "
             "rank's host; tempo-topo --load reads it back)")
+TEMPO_PARAM(Nic, "TEMPO_NIC", Str, "auto",
+            "network device the transports use between hosts: auto (found by hwloc: an RDMA NIC first, "
+            "one on the NUMA node of the rank's CPU binding first), any (libfabric and UCX choose), or a "
+            "device name (eth0, mlx5_0); UCX_NET_DEVICES and FI_TCP_IFACE, where set, win")
 TEMPO_PARAM(RingOrder, "TEMPO_RING_ORDER", Str, "topology",
-            "ring layout: topology (ranks on one host, then one leaf switch, then each higher switch, "
-            "contiguous, so the ring crosses each boundary the fewest times) or rank (rank order)")
+            "ring layout: topology (ranks on one NUMA node, then one host, then one leaf switch, then each "
+            "higher switch, contiguous, so the ring crosses each boundary the fewest times) or rank (rank order)")
 
 // ---- engine, algorithms ----
 TEMPO_PARAM(CheckMismatch, "TEMPO_CHECK_MISMATCH", Int, "1",
@@ -112,6 +116,13 @@ TEMPO_PARAM(NetAlphaUs, "TEMPO_NET_ALPHA_US", Int, "0",
 TEMPO_PARAM(NetMbits, "TEMPO_NET_MBITS", Int, "0",
             "the tuner's cost model: each host's network bandwidth in Mbit/s (0: 10000); every rank must "
             "give the same value")
+TEMPO_PARAM(MinNChannels, "NCCL_MIN_NCHANNELS", Int, "1",
+            "fewest channels of the ring collectives (all-reduce, all-gather, reduce-scatter): each "
+            "channel moves its part of the vector on a ring of its own (odd channels reversed), over its "
+            "own NIC when TEMPO_NIC names several; every rank must give the same value")
+TEMPO_PARAM(MaxNChannels, "NCCL_MAX_NCHANNELS", Int, "16",
+            "most channels of the ring collectives; by default one per NIC (rail); every rank must give "
+            "the same value")
 TEMPO_PARAM(BcastAlgo, "TEMPO_BCAST_ALGO", Str, "auto",
             "broadcast algorithm: auto (chosen per size by the tuner), chain (pipelined down a chain "
             "of ranks) or tree (binomial tree, ceil(log2 n) hops)")

@@ -50,11 +50,12 @@ const char* collName(CollKind k) {
   return "?";
 }
 
-Engine::Engine(int rank, int nranks, std::vector<transport::Endpoint*> peerEndpoint,
+Engine::Engine(int rank, int nranks, std::vector<std::vector<transport::Endpoint*>> rails,
                std::vector<transport::Endpoint*> endpoints, std::span<std::byte> scratch,
                Liveness* liveness)
-    : rank_(rank), nranks_(nranks), peerEndpoint_(std::move(peerEndpoint)),
+    : rank_(rank), nranks_(nranks), rails_(std::move(rails)),
       endpoints_(std::move(endpoints)), scratch_(scratch), userRegions_(endpoints_), liveness_(liveness) {
+  if (rails_.empty()) rails_.emplace_back(size_t(nranks), nullptr);
   maxPosted_ = kMaxPosted;
   for (transport::Endpoint* ep : endpoints_) maxPosted_ = std::min(maxPosted_, ep->maxOutstanding());
   reqs_.resize(size_t(maxPosted_));
@@ -142,7 +143,7 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       freeReqs_.pop_back();
       transport::Request& req = reqs_[slot];
       req.reset();
-      transport::Endpoint* ep = peerEndpoint_[size_t(s.peer)];
+      transport::Endpoint* ep = endpointFor(s.peer, s.channel);
       const algo::Loc& loc = isSend ? s.src : s.dst;
       std::byte* buf = resolve(op, loc);
       if (loc.buf == algo::BufId::Scratch) {

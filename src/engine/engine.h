@@ -166,9 +166,11 @@ struct Liveness {
 
 class Engine {
  public:
-  // `peerEndpoint[r]` serves rank r (null for self); `endpoints` lists each distinct one
-  // once. `scratch` is the communicator's pre-touched scratch memory.
-  Engine(int rank, int nranks, std::vector<transport::Endpoint*> peerEndpoint,
+  // `rails[k][r]` serves rank r on rail k (null for self); rails[0] is every peer's
+  // primary endpoint, and a step of channel c goes over rail c % rails.size() (peers on
+  // this host have one endpoint, listed on every rail). `endpoints` lists each distinct
+  // one once. `scratch` is the communicator's pre-touched scratch memory.
+  Engine(int rank, int nranks, std::vector<std::vector<transport::Endpoint*>> rails,
          std::vector<transport::Endpoint*> endpoints, std::span<std::byte> scratch,
          Liveness* liveness);
 
@@ -189,7 +191,9 @@ class Engine {
   const RecordRing& records() const { return records_; }
   uint64_t nextSeq() const { return nextSeq_; }
   int outstandingLimit() const { return maxPosted_; }
-  transport::Endpoint* endpointFor(int peer) const { return peerEndpoint_[size_t(peer)]; }
+  transport::Endpoint* endpointFor(int peer, unsigned channel = 0) const {
+    return rails_[channel % rails_.size()][size_t(peer)];
+  }
   std::span<transport::Endpoint* const> endpoints() const { return endpoints_; }
   Liveness* liveness() const { return liveness_; }
   // How long waitAll polls before yielding the CPU while this engine waits.
@@ -208,7 +212,7 @@ class Engine {
   std::byte* resolve(const Op& op, const algo::Loc& loc) const;
 
   int rank_, nranks_;
-  std::vector<transport::Endpoint*> peerEndpoint_;
+  std::vector<std::vector<transport::Endpoint*>> rails_;  // never empty
   std::vector<transport::Endpoint*> endpoints_;
   std::span<std::byte> scratch_;
   // scratch_ registered with endpoints_[i] (null where registration failed): transfers

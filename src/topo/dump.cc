@@ -9,8 +9,9 @@
 
 namespace tempo::topo {
 
-std::string dumpTopology(const SwitchMap& map, std::span<const std::string> hostOfRank) {
-  std::string out = "# Tempo job topology: a Slurm switch map, then each rank's host\n";
+std::string dumpTopology(const SwitchMap& map, std::span<const std::string> hostOfRank,
+                         std::span<const int> numaOfRank) {
+  std::string out = "# Tempo job topology: a Slurm switch map, then each rank's host (and NUMA node)\n";
   for (const SwitchMap::Switch& s : map.switches) {
     out += "SwitchName=" + s.name;
     auto list = [&](const char* key, auto begin, auto end, auto name) {
@@ -22,7 +23,11 @@ std::string dumpTopology(const SwitchMap& map, std::span<const std::string> host
     list("Switches", s.children.begin(), s.children.end(), [&](int c) { return map.switches[size_t(c)].name; });
     out += "\n";
   }
-  for (size_t r = 0; r < hostOfRank.size(); ++r) out += "Rank=" + std::to_string(r) + " Host=" + hostOfRank[r] + "\n";
+  for (size_t r = 0; r < hostOfRank.size(); ++r) {
+    out += "Rank=" + std::to_string(r) + " Host=" + hostOfRank[r];
+    if (r < numaOfRank.size() && numaOfRank[r] >= 0) out += " Numa=" + std::to_string(numaOfRank[r]);
+    out += "\n";
+  }
   return out;
 }
 
@@ -39,12 +44,20 @@ Result<JobTopology> parseTopology(std::string_view text, const std::string& sour
       return Status::Success;
     }
     mapText += "\n";
-    long rank = -1;
+    long rank = -1, numa = -1;
     char host[256] = {};
-    char tail = 0;
-    if (std::sscanf(line.c_str(), "Rank=%ld Host=%255s %c", &rank, host, &tail) != 2 || rank < 0 || rank > 1 << 24)
-      return fail(Status::InvalidArgument, "%s:%d: expected 'Rank=<r> Host=<name>', got '%s'", source.c_str(), lineNo,
-                  line.c_str());
+    int used = 0, usedNuma = 0;
+    bool good = std::sscanf(line.c_str(), "Rank=%ld Host=%255s%n", &rank, host, &used) == 2 && rank >= 0 &&
+                rank <= 1 << 24;
+    const char* rest = line.c_str() + used;
+    rest += std::strspn(rest, " \t");
+    const bool hasNuma = good && *rest;
+    if (hasNuma)
+      good = std::sscanf(rest, "Numa=%ld%n", &numa, &usedNuma) == 1 && numa >= 0 && numa < 4096 &&
+             rest[usedNuma + std::strspn(rest + usedNuma, " \t")] == '\0';
+    if (!good)
+      return fail(Status::InvalidArgument, "%s:%d: expected 'Rank=<r> Host=<name> [Numa=<node>]', got '%s'",
+                  source.c_str(), lineNo, line.c_str());
     if (size_t(rank) >= job.hostOfRank.size()) {
       job.hostOfRank.resize(size_t(rank) + 1);
       seen.resize(size_t(rank) + 1);
@@ -53,10 +66,15 @@ Result<JobTopology> parseTopology(std::string_view text, const std::string& sour
       return fail(Status::InvalidArgument, "%s:%d: rank %ld is given twice", source.c_str(), lineNo, rank);
     seen[size_t(rank)] = true;
     job.hostOfRank[size_t(rank)] = host;
+    if (hasNuma) {
+      if (job.numaOfRank.size() <= size_t(rank)) job.numaOfRank.resize(size_t(rank) + 1, -1);
+      job.numaOfRank[size_t(rank)] = int(numa);
+    }
     return Status::Success;
   }));
   for (size_t r = 0; r < seen.size(); ++r)
     if (!seen[r]) return fail(Status::InvalidArgument, "%s: rank %zu has no Rank line", source.c_str(), r);
+  if (!job.numaOfRank.empty()) job.numaOfRank.resize(job.hostOfRank.size(), -1);
   TEMPO_ASSIGN(job.map, parseSwitchMap(mapText, source));
   return job;
 }
@@ -66,9 +84,10 @@ Result<JobTopology> loadTopology(const std::string& path) {
   return parseTopology(text, path);
 }
 
-Status writeTopology(const std::string& path, const SwitchMap& map, std::span<const std::string> hostOfRank) {
+Status writeTopology(const std::string& path, const SwitchMap& map, std::span<const std::string> hostOfRank,
+                     std::span<const int> numaOfRank) {
   std::ofstream out(path, std::ios::trunc);
-  if (out) out << dumpTopology(map, hostOfRank);
+  if (out) out << dumpTopology(map, hostOfRank, numaOfRank);
   if (!out) return fail(Status::SystemError, "cannot write the topology dump %s: %s", path.c_str(), std::strerror(errno));
   return Status::Success;
 }

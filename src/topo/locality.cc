@@ -1,6 +1,7 @@
 #include "src/topo/locality.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <unordered_map>
 #include <unordered_set>
@@ -16,7 +17,21 @@ std::string switchLevelName(int k, int topLevel) {
 
 }  // namespace
 
-Locality placeRanks(std::span<const std::string> hostOfRank, const SwitchMap* map) {
+// Puts the NUMA level under the hosts when it splits some host; see placeRanks.
+void addNumaLevel(Locality& loc, std::span<const int> numaOfRank) {
+  const size_t n = size_t(loc.nranks);
+  if (numaOfRank.size() != n) return;
+  std::map<std::pair<int, int>, int> id;  // (host, node) -> group
+  std::vector<int> groups(n);
+  for (size_t r = 0; r < n; ++r)
+    groups[r] = id.emplace(std::pair(loc.group[0][r], numaOfRank[r]), int(id.size())).first->second;
+  if (id.size() == std::unordered_set<int>(loc.group[0].begin(), loc.group[0].end()).size()) return;
+  loc.group.insert(loc.group.begin(), std::move(groups));
+  loc.levelNames.insert(loc.levelNames.begin(), "numa");
+  loc.hostLevel = 1;
+}
+
+Locality placeRanks(std::span<const std::string> hostOfRank, const SwitchMap* map, std::span<const int> numaOfRank) {
   Locality loc;
   loc.nranks = int(hostOfRank.size());
   const size_t n = hostOfRank.size();
@@ -26,7 +41,10 @@ Locality placeRanks(std::span<const std::string> hostOfRank, const SwitchMap* ma
   loc.group.emplace_back(n);
   for (size_t r = 0; r < n; ++r) loc.group[0][r] = hostId.emplace(hostOfRank[r], int(hostId.size())).first->second;
   loc.levelNames.push_back("host");
-  if (!map || map->switches.empty()) return loc;
+  if (!map || map->switches.empty()) {
+    addNumaLevel(loc, numaOfRank);
+    return loc;
+  }
 
   // Levels 1..height+1: the switches above each host, leaf first, the root repeated.
   const int switchLevels = map->height() + 1;
@@ -45,6 +63,7 @@ Locality placeRanks(std::span<const std::string> hostOfRank, const SwitchMap* ma
           path.empty() ? unmappedBase + loc.group[0][r] : path[std::min(i, path.size() - 1)];
     }
   }
+  addNumaLevel(loc, numaOfRank);
   return loc;
 }
 

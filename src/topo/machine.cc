@@ -135,6 +135,14 @@ Result<Machine> discoverMachine(const MachineSource& src) {
   m.numaNodes = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_NUMANODE);
   m.cores = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_CORE);
   m.pus = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PU);
+  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(raw, HWLOC_OBJ_NUMANODE, nullptr); node;
+       node = hwloc_get_next_obj_by_type(raw, HWLOC_OBJ_NUMANODE, node)) {
+    if (node->os_index > 4096) continue;  // no machine has that many nodes; a corrupt export
+    if (m.numaCpus.size() <= node->os_index) m.numaCpus.resize(node->os_index + 1);
+    if (!node->cpuset) continue;
+    for (int pu = hwloc_bitmap_first(node->cpuset); pu >= 0 && pu < (1 << 16); pu = hwloc_bitmap_next(node->cpuset, pu))
+      m.numaCpus[node->os_index].push_back(pu);
+  }
   for (hwloc_obj_t obj = hwloc_get_next_pcidev(raw, nullptr); obj; obj = hwloc_get_next_pcidev(raw, obj)) {
     const auto& p = obj->attr->pcidev;
     if (isGpu(obj)) {
@@ -146,7 +154,10 @@ Result<Machine> discoverMachine(const MachineSource& src) {
     bool hasNetDev = false;
     for (hwloc_obj_t c = obj->io_first_child; c; c = c->next_sibling) {
       if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
-      d.rdma |= c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+      if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+        d.rdma = true;
+        if (c->name) d.rdmaName = c->name;
+      }
       hasNetDev |= c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK || c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
     }
     if (hasNetDev) m.nics.push_back(std::move(d));

@@ -31,11 +31,15 @@ struct PciDevice {
   int depth = 0;                   // edges from the machine root
   std::vector<int> ancestors;      // hwloc gp_index of its ancestors, nearest first (for distances)
   bool rdma = false;               // NICs: has an OpenFabrics device (verbs: InfiniBand, RoCE)
+  std::string rdmaName;            // NICs: that device's name ("mlx5_0"), empty without one
 };
 
 struct Machine {
   int packages = 0, numaNodes = 0, cores = 0, pus = 0;
   std::vector<PciDevice> gpus, nics;
+  // Per NUMA node, by os index: the os indexes of its PUs (the CPU numbers that
+  // sched_getaffinity and taskset use). Empty for a node without CPUs.
+  std::vector<std::vector<int>> numaCpus;
   // Per GPU: index into nics, -1 without NICs. The smallest PCI distance wins; ties go to
   // a NIC on the GPU's NUMA node, then to an RDMA NIC, then to the first found.
   std::vector<int> nearestNic;

@@ -11,11 +11,12 @@ namespace tempo::topo {
 double predictRingAllReduceUs(const Locality& loc, std::span<const int> ring, uint64_t bytes, const LinkModel& m) {
   const size_t n = ring.size();
   if (n < 2) return 0;
-  const int levels = loc.levels();
-  // Phase 1: uplink capacity of every group, bottom up (level 0: the host's link).
+  const int levels = loc.levels(), h = loc.hostLevel;
+  // Phase 1: uplink capacity of every group, bottom up from the hosts' links (a NUMA
+  // level below them is inside the host: it has no link of its own here).
   std::vector<std::map<int, double>> capacity(static_cast<size_t>(levels));
-  for (size_t r = 0; r < n; ++r) capacity[0][loc.group[0][r]] = m.hostGBps;
-  for (int k = 1; k < levels; ++k) {
+  for (size_t r = 0; r < n; ++r) capacity[size_t(h)][loc.group[size_t(h)][r]] = m.hostGBps;
+  for (int k = h + 1; k < levels; ++k) {
     std::map<int, std::set<int>> members;  // group at k -> its groups at k-1
     for (size_t r = 0; r < n; ++r) members[loc.group[size_t(k)][r]].insert(loc.group[size_t(k - 1)][r]);
     for (const auto& [g, below] : members) {
@@ -31,7 +32,7 @@ double predictRingAllReduceUs(const Locality& loc, std::span<const int> ring, ui
   std::vector<std::vector<Link>> crossed(n);
   for (size_t i = 0; i < n; ++i) {
     const size_t a = size_t(ring[i]), b = size_t(ring[(i + 1) % n]);
-    for (int k = 0; k + 1 < levels || (k == 0 && levels == 1); ++k) {
+    for (int k = h; k + 1 < levels || (k == h && levels == h + 1); ++k) {
       const int ga = loc.group[size_t(k)][a], gb = loc.group[size_t(k)][b];
       if (ga == gb) break;  // the same group here is the same group above
       crossed[i].push_back({k, ga, 0});

@@ -118,6 +118,9 @@ Status checkOverrides() {
                 "TEMPO_ALGO=%s: expected auto, ring, rd, direct, tree, hier, hier/rd, hier/tree or hier/ring", a);
   if (param::NetAlphaUs() < 0) return fail(Status::InvalidArgument, "TEMPO_NET_ALPHA_US=%ld: expected >= 0", long(param::NetAlphaUs()));
   if (param::NetMbits() < 0) return fail(Status::InvalidArgument, "TEMPO_NET_MBITS=%ld: expected >= 0", long(param::NetMbits()));
+  if (param::MinNChannels() < 1 || param::MaxNChannels() < 1)
+    return fail(Status::InvalidArgument, "NCCL_MIN_NCHANNELS=%ld, NCCL_MAX_NCHANNELS=%ld: expected at least 1",
+                long(param::MinNChannels()), long(param::MaxNChannels()));
   TEMPO_TRY(ncclAlgo().status());
   const char* b = param::BcastAlgo();
   if (strcmp(b, "auto") && strcmp(b, "chain") && strcmp(b, "tree"))
@@ -296,6 +299,16 @@ AllReduceChoice allReduce(uint64_t bytes, const Context& ctx, bool average) {
   return c;
 }
 
+
+int channelCount(int rails) {
+  const int64_t lo = std::max<int64_t>(1, param::MinNChannels()), hi = std::max<int64_t>(lo, param::MaxNChannels());
+  return int(std::clamp<int64_t>(rails, lo, std::min<int64_t>(hi, kMaxChannels)));
+}
+
+int ringChannels(uint64_t bytes, const Context& ctx) {
+  constexpr uint64_t kMinPart = 64 << 10;
+  return int(std::clamp<uint64_t>(bytes / kMinPart, 1, uint64_t(std::max(1, ctx.channels))));
+}
 
 uint64_t ringChunk(uint64_t segmentBytes, const Context& ctx) {
   if (param::ChunkSize() > 0) return uint64_t(param::ChunkSize());

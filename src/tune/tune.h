@@ -29,6 +29,7 @@ struct Context {
   bool oversubscribed = false;  // more ranks on this host than cores
   uint64_t scratchBytes = 0;    // the communicator's scratch memory
   int hosts = 1;                // hosts the ranks are on
+  int channels = 1;             // channels of the ring collectives (channelCount)
   int maxRanksPerHost = 1;
   // The two levels of the cost model: between ranks of one host, and between hosts (each
   // host's share of the network; see netCost).
@@ -80,6 +81,16 @@ const char* algoName(BroadcastAlgo a);
 // TEMPO_CHUNK_SIZE overrides both.
 uint64_t ringChunk(uint64_t segmentBytes, const Context& ctx);
 uint64_t chainChunk(uint64_t bytes, const Context& ctx);
+
+// Channels: the ring collectives split into parts that run on rings of their own, each
+// over a rail (NIC) of its own where ranks have several (src/algo/channels.h).
+inline constexpr int kMaxChannels = 16;
+// The communicator's channel count: one per rail, within NCCL_MIN_NCHANNELS and
+// NCCL_MAX_NCHANNELS (and 1..kMaxChannels).
+int channelCount(int rails);
+// The channels a ring collective of `bytes` (the whole vector) uses: ctx.channels, fewer
+// when parts would drop below 64 KiB (each channel's messages cost their own latency).
+int ringChannels(uint64_t bytes, const Context& ctx);
 
 // Validates TEMPO_ALGO (called at init so a typo fails early and clearly).
 Status checkOverrides();

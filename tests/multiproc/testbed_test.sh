@@ -39,6 +39,15 @@ check "--ranks-per-host 2 puts consecutive ranks on one host" \
   'grep -q "rank 1 of 4 local 1 of 2 on node01" "$logs/rank1.log" && grep -q "rank 2 of 4 local 0 of 2 on node02" "$logs/rank2.log"'
 rm -rf "$logs"
 
+logs=$(mktemp -d)
+"$testbed" --name "$name" --hosts 2 --leaves 2 --nics 2 --keep-logs "$logs" -- \
+  sh -c 'echo "rank $RANK nics $TEMPO_NIC eth1 $(ip -4 -o addr show eth1 | awk "{print \$4}")"; ip route get 10.77.1.2' > /dev/null 2>&1
+rc=$?
+check "--nics 2 gives every host eth0 and eth1, on rails of their own, named in TEMPO_NIC" \
+  '[ "$rc" = 0 ] && grep -q "rank 0 nics eth0,eth1 eth1 10.77.1.1/24" "$logs/rank0.log" && grep -q "10.77.1.2 dev eth1" "$logs/rank0.log"'
+check "nothing left after a run with two rails" '[ "$(leftovers)" = 0 ]'
+rm -rf "$logs"
+
 "$testbed" --hosts 3 --leaves 2 -- true > /dev/null 2>&1
 check "hosts that do not divide into leaves are refused (exit 2)" '[ $? = 2 ]'
 exit $((fails > 0))

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <net/if.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -507,15 +508,15 @@ std::vector<Named> transports() {
                "posted"});
 #endif
 #ifdef TEMPO_HAVE_UCX
-  t.push_back({"ucx_tcp", [](int r, int n, uint64_t) { return ucx::create(r, n, {.tls = "tcp", .sameHost = {}}); }, ""});
+  t.push_back({"ucx_tcp", [](int r, int n, uint64_t) { return ucx::create(r, n, {.tls = "tcp", .sameHost = {}, .netDevices = {}}); }, ""});
   t.push_back({"ucx_shm", [](int r, int n, uint64_t) {
-                 return ucx::create(r, n, {.tls = "sm", .sameHost = std::vector<bool>(size_t(n), true)});
+                 return ucx::create(r, n, {.tls = "sm", .sameHost = std::vector<bool>(size_t(n), true), .netDevices = {}});
                }, noWatch});
 #endif
 #if defined(TEMPO_HAVE_OFI) && defined(TEMPO_HAVE_UCX)
   // TEMPO_TRANSPORT=auto's default between hosts.
   t.push_back({"routed_ucx_ofi_tcp", [](int r, int n, uint64_t) -> Result<std::unique_ptr<Endpoint>> {
-                 TEMPO_ASSIGN(auto small, ucx::create(r, n, {.tls = "tcp", .sameHost = {}}));
+                 TEMPO_ASSIGN(auto small, ucx::create(r, n, {.tls = "tcp", .sameHost = {}, .netDevices = {}}));
                  TEMPO_ASSIGN(auto large, ofi::create("tcp", r, n));
                  return routed::create(std::move(small), std::move(large), kTestRoutes);
                }, "its large messages travel over libfabric's tcp;ofi_rxm, which reports nothing when a peer dies"});
@@ -700,6 +701,51 @@ TEST(Routed, AddressThatCannotHoldBothLanesIsRejected) {
   EXPECT_EQ(made.value()->connect(1, truncated), Status::InvalidUsage);
   EXPECT_EQ(made.value()->connect(1, std::span<const std::byte>(truncated, 1)), Status::InvalidUsage);
 }
+
+// The NIC a communicator picks for a rank (TEMPO_NIC, or the one on its NUMA node) reaches
+// each library: libfabric opens the provider's domain of that name, UCX uses only that
+// device; a name the provider does not offer leaves libfabric on its first domain.
+#ifdef TEMPO_HAVE_OFI
+TEST(NicChoice, LibfabricOpensTheDomainOfTheNicAskedFor) {
+  for (const char* nic : {"lo", "eth0"}) {
+    if (!if_nametoindex(nic)) continue;
+    auto ep = ofi::create("tcp", 0, 2, nic);
+    ASSERT_TRUE(ep.ok()) << lastErrorMessage();
+    EXPECT_NE(ep.value()->describePeer(1).find(std::string("domain ") + nic), std::string::npos)
+        << ep.value()->describePeer(1);
+  }
+  auto other = ofi::create("tcp", 0, 2, "no-such-nic0");
+  ASSERT_TRUE(other.ok()) << lastErrorMessage();
+  EXPECT_NE(other.value()->describePeer(1).find("domain "), std::string::npos);
+}
+#endif
+
+#ifdef TEMPO_HAVE_UCX
+TEST(NicChoice, UcxUsesOnlyTheNetworkDevicesItIsGiven) {
+  std::vector<std::unique_ptr<Endpoint>> ep;
+  for (int r = 0; r < 2; ++r) {
+    auto made = ucx::create(r, 2, {.tls = "tcp", .sameHost = {}, .netDevices = "lo"});
+    ASSERT_TRUE(made.ok()) << lastErrorMessage();
+    ep.push_back(std::move(made.value()));
+  }
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ep[size_t(r)]->connect(1 - r, ep[size_t(1 - r)]->address()), Status::Success);
+  std::vector<uint8_t> out(100000, 7), in(out.size(), 0);
+  Request s, r;
+  ASSERT_EQ(ep[1]->irecv(0, 5, in.data(), in.size(), &r), Status::Success);
+  ASSERT_EQ(ep[0]->isend(1, 5, out.data(), out.size(), &s), Status::Success);
+  Deadline d = Deadline::afterSeconds(10);
+  while (!(s.done && r.done) && !d.expired()) {
+    ep[0]->progress();
+    ep[1]->progress();
+  }
+  ASSERT_TRUE(r.done && s.done);
+  EXPECT_EQ(r.status, Status::Success);
+  EXPECT_TRUE(in == out);
+  const std::string via = ep[0]->describePeer(1);
+  EXPECT_NE(via.find("tcp/lo"), std::string::npos) << via;
+  EXPECT_EQ(via.find("eth"), std::string::npos) << via;
+}
+#endif
 
 #ifdef TEMPO_HAVE_OFI
 // A killed process leaves its libfabric shm regions in /dev/shm, named after its pid; a

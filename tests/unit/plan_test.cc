@@ -18,9 +18,11 @@
 #include <deque>
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
 #include <vector>
 
+#include "src/algo/channels.h"
 #include "src/algo/collectives.h"
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
@@ -567,10 +569,11 @@ Cell from(int rank, uint64_t index) { return Cell{uint64_t(1) << rank, 0, index}
 // Plans `coll` on every rank, runs it under the random scheduler (every hazard and
 // deadlock check applies), then checks each rank's final buffer element by element.
 void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, int root, uint64_t chunk,
-                  uint64_t scratch, uint64_t seed, bool fingerprint = false, const std::vector<int>& ring = {}) {
+                  uint64_t scratch, uint64_t seed, bool fingerprint = false, const std::vector<int>& ring = {},
+                  int channels = 1) {
   SCOPED_TRACE(testing::Message() << "coll=" << int(coll) << " n=" << n << " count=" << count << " ts=" << ts
                                   << " inPlace=" << inPlace << " root=" << root << " chunk=" << chunk
-                                  << " seed=" << seed);
+                                  << " seed=" << seed << " channels=" << channels);
   const uint64_t N = uint64_t(n), all = n == 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1;
   const size_t ranks = size_t(n);
   std::vector<RankSetup> setups(ranks);
@@ -599,14 +602,14 @@ void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, i
         if (inPlace) { own(count, uint64_t(r) * count, N * count); u.inBase = uint64_t(r) * count; }
         else own(count, 0, count);
         u.outputCells = N * count;
-        planRingAllGather(a, u.plan);
+        planRingChannels(RingColl::AllGather, a, channels, u.plan);
         break;
       case Coll::ReduceScatter:
         a.inPlace = inPlace;
         own(N * count, 0, N * count);
         u.outBase = inPlace ? uint64_t(r) * count : 0;
         u.outputCells = count;
-        planRingReduceScatter(a, u.plan);
+        planRingChannels(RingColl::ReduceScatter, a, channels, u.plan);
         break;
       case Coll::Broadcast:
       case Coll::TreeBroadcast:
@@ -757,6 +760,102 @@ TEST(CollectivePlans, RingAllGatherAndReduceScatterSendAlongTheGivenRing) {
     EXPECT_GT(sends, 0);
     EXPECT_EQ(sends, recvs);
   }
+}
+
+// ---- Channels: the ring collectives split over several channels and rings ----
+
+TEST(ChannelPlans, PartsCoverTheVectorOnAlignedBoundaries) {
+  for (uint32_t ts : {1u, 2u, 4u, 8u})
+    for (int channels : {1, 2, 3, 4, 7})
+      for (uint64_t count : {uint64_t(0), uint64_t(1), uint64_t(15), uint64_t(64), uint64_t(1000), uint64_t(1) << 20}) {
+        uint64_t next = 0;
+        for (int c = 0; c < channels; ++c) {
+          const ElementRange r = channelRange(count, ts, channels, c);
+          EXPECT_EQ(r.begin, next) << "parts are contiguous";
+          EXPECT_LE(r.begin, r.end);
+          if (r.end < count) {
+            EXPECT_EQ(r.end * ts % 64, 0u) << "boundaries on 64-byte multiples";
+          }
+          next = r.end;
+        }
+        EXPECT_EQ(next, count) << "the parts cover the vector";
+      }
+}
+
+TEST(ChannelPlans, OddChannelsRunTheRingReversed) {
+  const std::vector<int> ring{0, 2, 1, 3};
+  std::vector<int> out;
+  channelRing(ring, 0, out);
+  EXPECT_EQ(out, ring);
+  channelRing(ring, 1, out);
+  EXPECT_EQ(out, (std::vector<int>{3, 1, 2, 0}));
+  channelRing(ring, 2, out);
+  EXPECT_EQ(out, ring);
+}
+
+// Every rank's all-reduce, all-gather and reduce-scatter deliver every element exactly
+// once when split over 2-4 channels (parts smaller than a 64-byte boundary and empty parts
+// included), on shuffled rings, in place and not, with the fingerprint exchange in front.
+TEST(ChannelPlans, RingCollectivesOverSeveralChannelsDeliverEveryElementOnce) {
+  for (int channels : {2, 3, 4})
+    for (int n : {2, 3, 5, 8})
+      for (uint64_t count : {uint64_t(1), uint64_t(17), uint64_t(100), uint64_t(1000)})
+        for (bool inPlace : {false, true}) {
+          const uint64_t seed = uint64_t(channels) * 1000 + uint64_t(n) * 37 + count;
+          std::vector<int> ring(static_cast<size_t>(n));
+          for (int r = 0; r < n; ++r) ring[size_t(r)] = r;
+          std::mt19937_64 rng(seed);
+          std::shuffle(ring.begin(), ring.end(), rng);
+          for (Coll c : {Coll::AllGather, Coll::ReduceScatter})
+            simulateColl(c, n, count, 4, inPlace, 0, 64, 1024, seed, seed % 2, ring, channels);
+          SCOPED_TRACE(testing::Message() << "all-reduce channels=" << channels << " n=" << n << " count=" << count
+                                          << " inPlace=" << inPlace);
+          std::vector<RankSetup> setups(static_cast<size_t>(n));
+          for (int r = 0; r < n; ++r) {
+            CollPlanArgs a;
+            a.count = count;
+            a.typeSize = 4;
+            a.inPlace = inPlace;
+            a.rank = r;
+            a.nranks = n;
+            a.chunkBytes = 64;
+            a.scratchBytes = 1024;
+            a.ring = ring;
+            RankSetup& u = setups[size_t(r)];
+            planRingChannels(RingColl::AllReduce, a, channels, u.plan);
+            EXPECT_LE(u.plan.scratchBytes, a.scratchBytes);
+            u.input.resize(count);
+            for (uint64_t e = 0; e < count; ++e) u.input[e] = from(r, e);
+            u.outputCells = count;
+          }
+          Simulator sim(n, 4, inPlace, std::move(setups));
+          if (seed % 2) sim.prependFingerprints();
+          ASSERT_TRUE(sim.run(seed));
+          sim.checkResult();
+        }
+}
+
+TEST(ChannelPlans, EachChannelSendsAlongItsOwnRingWithItsOwnMessageIds) {
+  // Rank 2 at position 1 of 0 2 1 3: channel 0 sends to rank 1, channel 1 (the reversed
+  // ring 3 1 2 0) to rank 0.
+  const std::vector<int> ring{0, 2, 1, 3};
+  CollPlanArgs a;
+  a.count = 4096;
+  a.rank = 2;
+  a.nranks = 4;
+  a.chunkBytes = 1024;
+  a.ring = ring;
+  Plan p;
+  planRingChannels(RingColl::AllGather, a, 2, p);
+  std::map<int, std::set<uint32_t>> ids;
+  for (const Step& s : p.steps) {
+    if (s.kind != StepKind::Send) continue;
+    EXPECT_EQ(s.peer, s.channel == 0 ? 1 : 0);
+    EXPECT_EQ(s.msg % 2, s.channel) << "channel c's ids are c modulo the channel count";
+    ids[s.channel].insert(s.msg);
+  }
+  EXPECT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].size(), ids[1].size());
 }
 
 // Hierarchical all-reduce over hosts with uneven numbers of ranks: every rank ends with

@@ -12,6 +12,7 @@
 #include "src/topo/model.h"
 #include "src/topo/locality.h"
 #include "src/topo/machine.h"
+#include "src/topo/place.h"
 #include "src/topo/switch_map.h"
 
 namespace tempo::topo {
@@ -188,6 +189,57 @@ TEST(LocalityRing, OneRankAndOneHost) {
   EXPECT_EQ(ringCrossings(localityRing(same), same), (std::vector<int>{0}));
 }
 
+TEST(LocalityRing, RanksOfOneNumaNodeAreContiguousInsideTheirHost) {
+  // Two hosts of four ranks; on each, ranks alternate between NUMA nodes 0 and 1.
+  const std::vector<std::string> hostOfRank{"a", "a", "a", "a", "b", "b", "b", "b"};
+  const std::vector<int> numa{0, 1, 0, 1, 0, 1, 0, 1};
+  const Locality loc = placeRanks(hostOfRank, nullptr, numa);
+  ASSERT_EQ(loc.levels(), 2);
+  EXPECT_EQ(loc.levelNames, (std::vector<std::string>{"numa", "host"}));
+  EXPECT_EQ(loc.hostLevel, 1);
+  EXPECT_EQ(loc.hosts(), (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
+  const std::vector<int> ring = localityRing(loc);
+  EXPECT_EQ(ring, (std::vector<int>{0, 2, 1, 3, 4, 6, 5, 7}));
+  EXPECT_EQ(ringCrossings(ring, loc), (std::vector<int>{4, 2}));
+  EXPECT_EQ(ringCrossings(ring, loc), minimalCrossings(loc));
+  // Rank order crosses a NUMA boundary on every hop.
+  EXPECT_EQ(ringCrossings(std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}, loc), (std::vector<int>{8, 2}));
+}
+
+TEST(LocalityRing, TheNumaLevelSitsUnderTheSwitchLevels) {
+  auto m = parseSwitchMap("SwitchName=l0 Nodes=a\nSwitchName=l1 Nodes=b\nSwitchName=s Switches=l[0-1]\n", "t");
+  ASSERT_TRUE(m.ok());
+  // Round-robin over the leaves, and over the NUMA nodes inside each host; -1 (unbound)
+  // is a node of its own.
+  const std::vector<std::string> hostOfRank{"a", "b", "a", "b", "a", "b"};
+  const std::vector<int> numa{0, 1, 1, 0, -1, 1};
+  const Locality loc = placeRanks(hostOfRank, &m.value(), numa);
+  EXPECT_EQ(loc.levelNames, (std::vector<std::string>{"numa", "host", "leaf", "spine"}));
+  const std::vector<int> ring = localityRing(loc);
+  EXPECT_EQ(ring, (std::vector<int>{0, 2, 4, 1, 5, 3}));
+  EXPECT_EQ(ringCrossings(ring, loc), minimalCrossings(loc));
+}
+
+TEST(LocalityRing, NoNumaLevelWhenEveryHostIsOnOneNode) {
+  const std::vector<std::string> hostOfRank{"a", "a", "b", "b"};
+  const Locality loc = placeRanks(hostOfRank, nullptr, std::vector<int>{0, 0, 1, 1});
+  EXPECT_EQ(loc.levelNames, (std::vector<std::string>{"host"}));
+  EXPECT_EQ(loc.hostLevel, 0);
+  // A list of the wrong length is ignored, as if there were none.
+  EXPECT_EQ(placeRanks(hostOfRank, nullptr, std::vector<int>{0, 1}).levels(), 1);
+}
+
+TEST(RingModel, HopsBetweenNumaNodesStayInsideTheHost) {
+  // The NUMA level adds no link to the model: the same prediction with and without it.
+  const std::vector<std::string> hostOfRank{"a", "a", "b", "b"};
+  const Locality plain = placeRanks(hostOfRank, nullptr);
+  const Locality numa = placeRanks(hostOfRank, nullptr, std::vector<int>{0, 1, 0, 1});
+  ASSERT_EQ(numa.levels(), 2);
+  LinkModel model;
+  const std::vector<int> ring{0, 1, 2, 3};
+  EXPECT_DOUBLE_EQ(predictRingAllReduceUs(numa, ring, 1 << 20, model), predictRingAllReduceUs(plain, ring, 1 << 20, model));
+}
+
 TEST(TopologyDump, RoundTripsTheMapAndThePlacement) {
   auto m = loadSwitchMap(kFixtures + "/slurm/three-level.conf");
   ASSERT_TRUE(m.ok());
@@ -204,14 +256,29 @@ TEST(TopologyDump, RoundTripsTheMapAndThePlacement) {
   }
   // The same rings come out of the reloaded topology.
   EXPECT_EQ(localityRing(placeRanks(back->hostOfRank, &back->map)), localityRing(placeRanks(hostOfRank, &m.value())));
+  EXPECT_TRUE(back->numaOfRank.empty());
+}
+
+TEST(TopologyDump, CarriesEachRanksNumaNodeWhereItHasOne) {
+  const SwitchMap none;
+  const std::vector<std::string> hostOfRank{"a", "a", "a"};
+  const std::vector<int> numa{1, -1, 0};
+  const std::string text = dumpTopology(none, hostOfRank, numa);
+  EXPECT_NE(text.find("Rank=0 Host=a Numa=1\nRank=1 Host=a\nRank=2 Host=a Numa=0\n"), std::string::npos) << text;
+  auto back = parseTopology(text, "dump");
+  ASSERT_TRUE(back.ok()) << lastErrorMessage();
+  EXPECT_EQ(back->numaOfRank, numa);
 }
 
 TEST(TopologyDump, RefusesBrokenRankLines) {
   const std::pair<const char*, const char*> cases[] = {
       {"SwitchName=l Nodes=a\nRank=0 Host=a\nRank=0 Host=a\n", "d:3: rank 0 is given twice"},
       {"SwitchName=l Nodes=a\nRank=1 Host=a\n", "d: rank 0 has no Rank line"},
-      {"Rank=x Host=a\n", "d:1: expected 'Rank=<r> Host=<name>'"},
+      {"Rank=x Host=a\n", "d:1: expected 'Rank=<r> Host=<name> [Numa=<node>]'"},
       {"Rank=0 Host=a extra\n", "d:1: expected"},
+      {"Rank=0 Host=a Numa=x\n", "d:1: expected 'Rank=<r> Host=<name> [Numa=<node>]'"},
+      {"Rank=0 Host=a Numa=-2\n", "d:1: expected"},
+      {"Rank=0 Host=a Numa=1 extra\n", "d:1: expected"},
       {"Rank=0 Host=a\nSwitchName=l Bogus=1\n", "d:2: unknown key 'Bogus'"},
   };
   expectRefused(cases, [](const char* text) { return parseTopology(text, "d").status(); });
@@ -299,6 +366,64 @@ TEST(Machine, DualSocketServerWithGpusAndAnInfiniBandHca) {
   ASSERT_EQ(m.nearestNic.size(), m.gpus.size());
   for (size_t g = 0; g < m.gpus.size(); ++g)
     EXPECT_EQ(&m.nics[size_t(m.nearestNic[g])], hca) << m.gpus[g].busId;
+}
+
+TEST(Machine, EachNumaNodeListsItsCpus) {
+  const Machine m = machineFromXml("32em64t-2n8c2t-pci-normalio.xml");
+  ASSERT_EQ(m.numaCpus.size(), 2u);
+  // cpuset 0x00ff00ff and 0xff00ff00: the two hyperthreads of a core are 16 apart.
+  EXPECT_EQ(cpuListString(m.numaCpus[0]), "0-7,16-23");
+  EXPECT_EQ(cpuListString(m.numaCpus[1]), "8-15,24-31");
+}
+
+TEST(RankPlace, TheNumaNodeOfABindingIsTheNodeHoldingAllItsCpus) {
+  const Machine m = machineFromXml("32em64t-2n8c2t-pci-normalio.xml");
+  EXPECT_EQ(numaOfCpus(m, std::vector<int>{0}), 0);
+  EXPECT_EQ(numaOfCpus(m, std::vector<int>{8, 9, 24}), 1);
+  EXPECT_EQ(numaOfCpus(m, std::vector<int>{7, 8}), -1) << "spans both nodes";
+  EXPECT_EQ(numaOfCpus(m, std::vector<int>{}), -1);
+  EXPECT_EQ(numaOfCpus(m, std::vector<int>{99}), -1) << "not a CPU of this machine";
+  std::vector<int> all(32);
+  for (int c = 0; c < 32; ++c) all[size_t(c)] = c;
+  EXPECT_EQ(numaOfCpus(m, all), -1) << "an unbound rank has no node";
+}
+
+TEST(RankPlace, ARankWithoutAGpuTakesAnRdmaNicThenOneOnItsNumaNode) {
+  // 96em64t: two Ethernet ports on each NUMA node, no RDMA; each node takes its first.
+  const Machine big = machineFromXml("96em64t-4n4d3ca2co-pci.xml");
+  for (int node = 0; node < 4; ++node) {
+    const int nic = nicFor(big, -1, node);
+    ASSERT_GE(nic, 0);
+    EXPECT_EQ(big.nics[size_t(nic)].numa, node);
+    EXPECT_EQ(nicName(big.nics[size_t(nic)]), "eth" + std::to_string(2 * node));
+  }
+  // 32em64t: every NIC hangs off NUMA node 1; the ConnectX-4 (ib0/mlx5_0) beats the
+  // Ethernet ports from either node, and is named by its RDMA device.
+  const Machine m = machineFromXml("32em64t-2n8c2t-pci-normalio.xml");
+  for (int node : {0, 1, -1}) {
+    const int nic = nicFor(m, -1, node);
+    ASSERT_GE(nic, 0);
+    EXPECT_EQ(nicName(m.nics[size_t(nic)]), "mlx5_0") << "numa " << node;
+    EXPECT_EQ(m.nics[size_t(nic)].names.front(), "ib0");
+  }
+  // With a GPU: the GPU's nearest.
+  for (size_t g = 0; g < m.gpus.size(); ++g) EXPECT_EQ(nicFor(m, int(g), 0), m.nearestNic[g]);
+  // No NIC at all.
+  EXPECT_EQ(nicFor(machineFromXml("nvidiaDGX2.xml"), -1, 0), -1);
+}
+
+TEST(RankPlace, ThisThreadsCpusAreTheOnesItMayRunOn) {
+  const std::vector<int> cpus = boundCpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_TRUE(std::is_sorted(cpus.begin(), cpus.end()));
+  auto live = discoverMachine({});
+  ASSERT_TRUE(live.ok());
+  // Every CPU we may run on belongs to some NUMA node of this machine.
+  for (int c : cpus) {
+    bool found = false;
+    for (const auto& node : live->numaCpus) found |= std::find(node.begin(), node.end(), c) != node.end();
+    EXPECT_TRUE(found) << "cpu " << c;
+  }
 }
 
 TEST(Machine, DgxTwoHasSixteenGpusAndNoNicInTheExport) {

@@ -119,7 +119,7 @@ class OfiEndpoint final : public Endpoint {
  public:
   OfiEndpoint(int rank, int nranks) : rank_(rank), dest_(size_t(nranks), FI_ADDR_NOTAVAIL) {}
   ~OfiEndpoint() override { cancelAll(); }
-  Status open(const std::string& provider);
+  Status open(const std::string& provider, const std::string& nic);
 
   Kind kind() const override { return kind_; }
   const char* name() const override { return provName_.c_str(); }
@@ -165,12 +165,27 @@ class OfiEndpoint final : public Endpoint {
   size_t maxMsg_ = SIZE_MAX;
 };
 
-Status OfiEndpoint::open(const std::string& provider) {
+Status OfiEndpoint::open(const std::string& provider, const std::string& nic) {
   int rc = 0;
   info_ = query(provider, &rc);
   if (!info_)
     return fail(Status::SystemError, "ofi: provider '%s' offers no tagged RDM endpoint here: %s",
                 canonicalProvider(provider).c_str(), fi_strerror(-rc));
+  // The provider's first offer, unless one of its domains is the NIC asked for (a tcp
+  // domain is named by its interface, a verbs one by its device).
+  if (!nic.empty()) {
+    const fi_info* match = nullptr;
+    for (const fi_info* i = info_.get(); i && !match; i = i->next)
+      if (i->domain_attr && i->domain_attr->name && nic == i->domain_attr->name) match = i;
+    if (match && match != info_.get()) {
+      InfoPtr one(fi_dupinfo(match));
+      if (!one) return fail(Status::SystemError, "ofi: fi_dupinfo failed");
+      info_ = std::move(one);
+    } else if (!match) {
+      TEMPO_INFO(log::Net, "NET/OFI rank %d: provider %s has no domain on NIC %s; using %s", rank_,
+                 info_->fabric_attr->prov_name, nic.c_str(), info_->domain_attr->name);
+    }
+  }
   provName_ = info_->fabric_attr->prov_name;
   kind_ = kindOf(provName_.c_str());
   maxMsg_ = info_->ep_attr->max_msg_size;
@@ -298,9 +313,9 @@ void OfiEndpoint::cancelAll() {
 
 }  // namespace
 
-Result<std::unique_ptr<Endpoint>> create(const std::string& provider, int rank, int nranks) {
+Result<std::unique_ptr<Endpoint>> create(const std::string& provider, int rank, int nranks, const std::string& nic) {
   auto ep = std::make_unique<OfiEndpoint>(rank, nranks);
-  TEMPO_TRY(ep->open(provider));
+  TEMPO_TRY(ep->open(provider, nic));
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 

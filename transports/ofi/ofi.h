@@ -11,8 +11,10 @@
 namespace tempo::transport::ofi {
 
 // Opens an endpoint on `provider` ("shm", "tcp", "tcp;ofi_rxm", or any FI_PROVIDER
-// value) for rank `rank` of `nranks`.
-Result<std::unique_ptr<Endpoint>> create(const std::string& provider, int rank, int nranks);
+// value) for rank `rank` of `nranks`, on the provider's domain named `nic` ("eth0",
+// "mlx5_0") when it offers one, else on its first.
+Result<std::unique_ptr<Endpoint>> create(const std::string& provider, int rank, int nranks,
+                                         const std::string& nic = {});
 
 // Whether libfabric offers an RDM tagged endpoint on `provider` here.
 bool available(const std::string& provider);

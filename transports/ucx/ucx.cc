@@ -96,7 +96,7 @@ class UcxEndpoint final : public Endpoint {
     sameHost_.resize(size_t(nranks), false);
   }
   ~UcxEndpoint() override { close(); }
-  Status open(const std::string& tls);
+  Status open(const Options& options);
 
   // UcxShm while every connected peer is reached over shared memory, else UcxNet.
   Kind kind() const override { return kind_; }
@@ -140,11 +140,17 @@ class UcxEndpoint final : public Endpoint {
   bool closed_ = false;
 };
 
-Status UcxEndpoint::open(const std::string& tls) {
+Status UcxEndpoint::open(const Options& options) {
+  const std::string& tls = options.tls;
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return ucxFail("ucp_config_read", s);
   if (!tls.empty()) ucp_config_modify(config, "TLS", tls.c_str());
+  const bool pickDevices = !options.netDevices.empty();
+  if (pickDevices && (s = ucp_config_modify(config, "NET_DEVICES", options.netDevices.c_str())) != UCS_OK) {
+    ucp_config_release(config);
+    return ucxFail("ucp_config_modify(NET_DEVICES)", s);
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -162,8 +168,9 @@ Status UcxEndpoint::open(const std::string& tls) {
   address_.assign(reinterpret_cast<const std::byte*>(addr), reinterpret_cast<const std::byte*>(addr) + len);
   ucp_worker_release_address(worker_, addr);
   if (!tls.empty()) name_ = "ucx/" + tls;
-  TEMPO_INFO(log::Init | log::Net, "NET/UCX rank %d opened a worker (%zu-byte address%s%s)", rank_, len,
-             tls.empty() ? "" : ", UCX_TLS ", tls.c_str());
+  TEMPO_INFO(log::Init | log::Net, "NET/UCX rank %d opened a worker (%zu-byte address%s%s%s%s)", rank_, len,
+             tls.empty() ? "" : ", UCX_TLS ", tls.c_str(), pickDevices ? ", network devices " : "",
+             pickDevices ? options.netDevices.c_str() : "");
   return Status::Success;
 }
 
@@ -360,7 +367,7 @@ void UcxEndpoint::close() {
 
 Result<std::unique_ptr<Endpoint>> create(int rank, int nranks, const Options& options) {
   auto ep = std::make_unique<UcxEndpoint>(rank, nranks, options.sameHost);
-  TEMPO_TRY(ep->open(options.tls));
+  TEMPO_TRY(ep->open(options));
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 

@@ -24,6 +24,9 @@ namespace tempo::transport::ucx {
 struct Options {
   std::string tls;             // when not empty, overrides UCX_TLS for this endpoint only (tests)
   std::vector<bool> sameHost;  // per rank: on this host (default: none is)
+  // When not empty, the network devices UCX may use, in its syntax ("eth0", "mlx5_0:1"),
+  // instead of UCX_NET_DEVICES (the communicator passes one only when that is unset).
+  std::string netDevices;
 };
 
 // Opens a worker for rank `rank` of `nranks`.
