@@ -89,7 +89,7 @@ inline constexpr int kMaxChannels = 16;
 // NCCL_MAX_NCHANNELS (and 1..kMaxChannels).
 int channelCount(int rails);
 // The channels a ring collective of `bytes` (the whole vector) uses: ctx.channels, fewer
-// when parts would drop below 64 KiB (each channel's messages cost their own latency).
+// when parts would drop below 256 KiB (each channel's messages cost their own latency).
 int ringChannels(uint64_t bytes, const Context& ctx);
 
 // Validates TEMPO_ALGO (called at init so a typo fails early and clearly).

@@ -81,6 +81,36 @@ TEST(Tune, InvalidAlgorithmNamesFailClearly) {
   EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
 }
 
+TEST(Tune, OneChannelPerRailWithinNcclsChannelBounds) {
+  EXPECT_EQ(channelCount(1), 1);
+  EXPECT_EQ(channelCount(2), 2);
+  {
+    ParamGuard g(param::Id::MinNChannels, "4");
+    EXPECT_EQ(channelCount(1), 4) << "NCCL_MIN_NCHANNELS raises it";
+    EXPECT_EQ(channelCount(8), 8);
+  }
+  {
+    ParamGuard g(param::Id::MaxNChannels, "1");
+    EXPECT_EQ(channelCount(2), 1) << "NCCL_MAX_NCHANNELS caps it";
+  }
+  ParamGuard g(param::Id::MinNChannels, "1000");
+  EXPECT_EQ(channelCount(1), kMaxChannels);
+  ParamGuard bad(param::Id::MaxNChannels, "0");
+  EXPECT_EQ(checkOverrides(), Status::InvalidArgument);
+}
+
+TEST(Tune, ACollectiveUsesFewerChannelsWhenItsPartsWouldBeSmall) {
+  Context c = shm(8, false);
+  c.channels = 4;
+  EXPECT_EQ(ringChannels(8, c), 1);
+  EXPECT_EQ(ringChannels(256 * KiB, c), 1);
+  EXPECT_EQ(ringChannels(512 * KiB, c), 2);
+  EXPECT_EQ(ringChannels(768 * KiB, c), 3);
+  EXPECT_EQ(ringChannels(64 * MiB, c), 4);
+  c.channels = 1;
+  EXPECT_EQ(ringChannels(64 * MiB, c), 1);
+}
+
 TEST(Tune, BroadcastTakesTheChainWithACorePerRankAndTheTreeForLargeOversubscribedOnes) {
   for (int n : {2, 3, 8})
     for (uint64_t b : {8 * KiB, 256 * KiB, 64 * MiB}) EXPECT_EQ(broadcast(b, shm(n, false)), BroadcastAlgo::Chain);
