@@ -68,7 +68,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   TEMPO_ASSIGN(boot_, bootstrap::Bootstrap::join(id, rank, nranks, deadline));
   uint64_t nonce = boot_->commNonce();
   commHash_ = fnv1a(&nonce, sizeof nonce);
-  place_ = placeThisRank();
+  TEMPO_ASSIGN(place_, placeThisRank());
   TEMPO_TRY(exchangePlaces(deadline));
   TEMPO_TRY(connectTransports(deadline));
   TEMPO_TRY(handshake(deadline));

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "src/core/log.h"
+#include "src/core/status.h"
 #include "src/core/param.h"
 #include "src/topo/place.h"
 
@@ -42,7 +43,7 @@ bool rdmaDeviceHere(const std::string& name) {
 
 }  // namespace
 
-RankPlace placeThisRank() {
+Result<RankPlace> placeThisRank() {
   RankPlace place;
   const topo::Machine* m = thisMachine();
   if (m) place.numa = topo::numaOfCpus(*m, topo::boundCpus());
@@ -58,10 +59,16 @@ RankPlace placeThisRank() {
       if (end == std::string::npos) end = wanted.size();
       Nic nic;
       nic.name = wanted.substr(at, end - at);
-      nic.rdma = rdmaDeviceHere(nic.name);
-      if (!nic.rdma) nic.netdev = nic.name;
-      if (!nic.name.empty()) place.nics.push_back(std::move(nic));
       at = end + 1;
+      if (nic.name.empty()) continue;
+      nic.rdma = rdmaDeviceHere(nic.name);
+      if (!nic.rdma && if_nametoindex(nic.name.c_str()) == 0)
+        return fail(Status::InvalidArgument,
+                    "TEMPO_NIC=%s names '%s', which is neither a network interface nor an RDMA device here (ip link "
+                    "lists the interfaces; TEMPO_NIC=auto or any lets Tempo or the transports choose)",
+                    wanted.c_str(), nic.name.c_str());
+      if (!nic.rdma) nic.netdev = nic.name;
+      place.nics.push_back(std::move(nic));
     }
     place.why = "TEMPO_NIC";
     return place;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "src/core/status.h"
+
 namespace tempo::comm {
 
 struct Nic {
@@ -21,12 +23,13 @@ struct RankPlace {
   std::string why;        // how they were chosen, for the log ("on this rank's NUMA node 1", "TEMPO_NIC", ...)
 };
 
-// This thread's place. Never fails: a machine hwloc cannot read (logged once) leaves the
-// NUMA node unknown and the NIC to the transports. TEMPO_NIC=auto names at most one NIC,
-// and only one this network namespace has (an interface in /sys/class/net or an RDMA
-// device in /sys/class/infiniband), so that a rank never asks a transport for a device it
-// cannot open; a comma list (TEMPO_NIC=eth0,eth1) names one NIC per rail.
-RankPlace placeThisRank();
+// This thread's place. A machine hwloc cannot read (logged once) leaves the NUMA node
+// unknown and the NIC to the transports. TEMPO_NIC=auto names at most one NIC, and only
+// one this network namespace has (an interface in /sys/class/net or an RDMA device in
+// /sys/class/infiniband), so that a rank never asks a transport for a device it cannot
+// open; a comma list (TEMPO_NIC=eth0,eth1) names one NIC per rail, and a name this host
+// does not have fails with InvalidArgument.
+Result<RankPlace> placeThisRank();
 
 // `nic` as UCX_NET_DEVICES spells it ("eth0", "mlx5_0:1").
 std::string ucxDevices(const Nic& nic);
