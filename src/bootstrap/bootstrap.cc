@@ -42,6 +42,7 @@ Status sendBytes(const Socket& s, const std::vector<uint8_t>& msg, Deadline dead
 PeerInfo localPeerInfo(const SockAddr& oob) {
   PeerInfo p;
   p.hostHash = hostHash();
+  p.kernelHash = kernelHash();
   p.processToken = processToken();
   p.pid = uint32_t(getpid());
   p.oob = oob;

@@ -8,7 +8,7 @@ namespace tempo::bootstrap {
 namespace {
 
 constexpr uint64_t kIdMagic = 0x3144494f504d4554ull;  // "TEMPOID1"
-constexpr size_t kPeerInfoBytes = 8 + 8 + 4 + 20 + 64;
+constexpr size_t kPeerInfoBytes = 8 + 8 + 8 + 4 + 20 + 64;  // hashes, pid, address, name
 
 // Little-endian writer over a growable byte vector.
 class Writer {
@@ -37,6 +37,7 @@ class Writer {
   }
   void peer(const PeerInfo& p) {
     u64(p.hostHash);
+    u64(p.kernelHash);
     u64(p.processToken);
     u32(p.pid);
     addr(p.oob);
@@ -103,6 +104,7 @@ class Reader {
   }
   bool peer(PeerInfo* p) {
     p->hostHash = u64();
+    p->kernelHash = u64();
     p->processToken = u64();
     p->pid = u32();
     if (!addr(&p->oob)) return false;

@@ -19,7 +19,7 @@ namespace tempo::bootstrap {
 
 inline constexpr size_t kUniqueIdBytes = 128;
 inline constexpr size_t kSecretBytes = 32;
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 using Secret = std::array<uint8_t, kSecretBytes>;
 
 // What a unique id carries: where the root listens and the job secret.
@@ -35,6 +35,7 @@ Result<UniqueId> decodeUniqueId(std::span<const uint8_t, kUniqueIdBytes> in);
 // What each rank tells the others about itself.
 struct PeerInfo {
   uint64_t hostHash = 0;
+  uint64_t kernelHash = 0;  // ranks with equal values share a kernel, hence its cores
   uint64_t processToken = 0;
   uint32_t pid = 0;
   SockAddr oob;           // the rank's bootstrap listener

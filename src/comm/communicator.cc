@@ -81,10 +81,13 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   rails.insert(rails.end(), extraRails_.begin(), extraRails_.end());
   engine_ = std::make_unique<engine::Engine>(rank, nranks, std::move(rails), std::move(eps),
                                              std::span(scratch_.data(), scratch_.size()), this);
-  // Polling only pays while every rank on this host has a core: with more ranks than
+  // Polling only pays while every rank on this machine has a core: with more ranks than
   // cores a spinning rank takes the core its peer needs, so it yields at once instead.
+  // Ranks count by kernel, not host name: emulated hosts (TEMPO_HOSTNAME, one network
+  // namespace each) share the cores of the machine they run on.
   int localRanks = 0;
-  for (const auto& p : boot_->peers()) localRanks += p.hostHash == boot_->peers()[size_t(rank)].hostHash;
+  const auto& me = boot_->peers()[size_t(rank)];
+  for (const auto& p : boot_->peers()) localRanks += p.kernelHash == me.kernelHash;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int64_t spinUs = param::SpinUs() >= 0 ? param::SpinUs() : (localRanks > cores ? 0 : 20);
   engine_->setSpinNs(spinUs * 1000);
@@ -95,7 +98,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   tuning_.scratchBytes = scratch_.size();
   for (auto& ep : endpoints_) tuning_.slowest = std::max(tuning_.slowest, ep->kind());
   tuning_.net = tune::netCost(tuning_.slowest);
-  TEMPO_INFO(log::Init, "comm %p rank %d: %d ranks on this host with %ld cores, polling %ld us before yielding",
+  TEMPO_INFO(log::Init, "comm %p rank %d: %d ranks on this machine with %ld cores, polling %ld us before yielding",
              static_cast<void*>(this), rank, localRanks, cores, long(spinUs));
   if (rank == 0) logTuning();
 

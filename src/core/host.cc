@@ -17,6 +17,7 @@ namespace {
 struct Identity {
   char name[256] = {};
   uint64_t hash = 0;
+  uint64_t kernel = 0;
   uint64_t token = 0;
 };
 
@@ -24,7 +25,13 @@ const Identity& identity() {
   static Identity id;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::string seed;
+    std::string seed, boot;
+    if (FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r")) {
+      char line[64] = {};
+      if (fgets(line, sizeof line, f)) boot = line;
+      fclose(f);
+    }
+    id.kernel = fnv1a(boot.data(), boot.size());
     const char* override = param::Hostname();
     if (*override) {
       snprintf(id.name, sizeof id.name, "%s", override);
@@ -32,12 +39,7 @@ const Identity& identity() {
     } else {
       if (gethostname(id.name, sizeof id.name - 1) != 0) snprintf(id.name, sizeof id.name, "unknown");
       if (char* dot = strchr(id.name, '.')) *dot = '\0';
-      seed = id.name;
-      if (FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r")) {
-        char boot[64] = {};
-        if (fgets(boot, sizeof boot, f)) seed += boot;
-        fclose(f);
-      }
+      seed = id.name + boot;
     }
     id.hash = fnv1a(seed.data(), seed.size());
     if (!secureRandom(&id.token, sizeof id.token)) id.token = uint64_t(getpid()) ^ id.hash;
@@ -49,6 +51,7 @@ const Identity& identity() {
 
 const char* hostName() { return identity().name; }
 uint64_t hostHash() { return identity().hash; }
+uint64_t kernelHash() { return identity().kernel; }
 uint64_t processToken() { return identity().token; }
 
 uint64_t fnv1a(const void* data, uint64_t len, uint64_t seed) {

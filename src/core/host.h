@@ -11,6 +11,9 @@ const char* hostName();
 // Hash identifying this host: the host name plus the kernel boot id (NCCL's hostHash),
 // or the TEMPO_HOSTNAME value alone when that is set.
 uint64_t hostHash();
+// Hash of the running kernel's boot id alone: ranks with equal values share this machine's
+// cores even when TEMPO_HOSTNAME (or a network namespace) makes them different hosts.
+uint64_t kernelHash();
 // Random 64-bit value drawn once per process: ranks with equal values share an address
 // space (and can use the loopback transport).
 uint64_t processToken();

@@ -26,7 +26,7 @@ struct LinkCost {
 struct Context {
   int nranks = 1;
   transport::Kind slowest = transport::Kind::Loopback;  // slowest transport to any peer
-  bool oversubscribed = false;  // more ranks on this host than cores
+  bool oversubscribed = false;  // more ranks on this machine than cores
   uint64_t scratchBytes = 0;    // the communicator's scratch memory
   int hosts = 1;                // hosts the ranks are on
   int channels = 1;             // channels of the ring collectives (channelCount)

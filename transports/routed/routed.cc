@@ -76,7 +76,15 @@ class RoutedEndpoint final : public Endpoint {
     }
     return done;
   }
-  // Endpoint::wait's sleep: waiting on one inner endpoint could miss the other's completions.
+  // Waits on the one inner endpoint with requests in flight, so that its wakeup (UCX's
+  // event fd) ends the wait; when both or neither have some, Endpoint::wait's sleep, since
+  // waiting on one could miss the other's completions. An idle inner endpoint has nothing
+  // to complete: a peer's message for it completes only once a receive is posted there.
+  void wait(int64_t ns) override {
+    if (outstanding_[0] > 0 && outstanding_[1] == 0) return ep_[0]->wait(ns);
+    if (outstanding_[1] > 0 && outstanding_[0] == 0) return ep_[1]->wait(ns);
+    Endpoint::wait(ns);
+  }
   int maxOutstanding() const override { return std::min(ep_[0]->maxOutstanding(), ep_[1]->maxOutstanding()); }
   void cancelAll() override {
     for (int i = 0; i < 2; ++i) {
