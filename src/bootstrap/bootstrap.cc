@@ -1,6 +1,7 @@
 #include "src/bootstrap/bootstrap.h"
 
 #include <poll.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@ PeerInfo localPeerInfo(const SockAddr& oob) {
   p.kernelHash = kernelHash();
   p.processToken = processToken();
   p.pid = uint32_t(getpid());
+  p.features = strcasecmp(param::Pacing(), "off") != 0 ? kFeatureTelemetry : 0;
   p.oob = oob;
   snprintf(p.hostname, sizeof p.hostname, "%s", hostName());
   return p;

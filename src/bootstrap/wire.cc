@@ -8,7 +8,7 @@ namespace tempo::bootstrap {
 namespace {
 
 constexpr uint64_t kIdMagic = 0x3144494f504d4554ull;  // "TEMPOID1"
-constexpr size_t kPeerInfoBytes = 8 + 8 + 8 + 4 + 20 + 64;  // hashes, pid, address, name
+constexpr size_t kPeerInfoBytes = 8 + 8 + 8 + 4 + 4 + 20 + 64;  // hashes, pid, features, address, name
 
 // Little-endian writer over a growable byte vector.
 class Writer {
@@ -40,6 +40,7 @@ class Writer {
     u64(p.kernelHash);
     u64(p.processToken);
     u32(p.pid);
+    u32(p.features);
     addr(p.oob);
     bytes(p.hostname, sizeof p.hostname);
   }
@@ -107,6 +108,7 @@ class Reader {
     p->kernelHash = u64();
     p->processToken = u64();
     p->pid = u32();
+    p->features = u32();
     if (!addr(&p->oob)) return false;
     bytes(p->hostname, sizeof p->hostname);
     p->hostname[sizeof p->hostname - 1] = '\0';

@@ -19,7 +19,7 @@ namespace tempo::bootstrap {
 
 inline constexpr size_t kUniqueIdBytes = 128;
 inline constexpr size_t kSecretBytes = 32;
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 using Secret = std::array<uint8_t, kSecretBytes>;
 
 // What a unique id carries: where the root listens and the job secret.
@@ -33,11 +33,15 @@ void encodeUniqueId(const UniqueId& id, std::span<uint8_t, kUniqueIdBytes> out);
 Result<UniqueId> decodeUniqueId(std::span<const uint8_t, kUniqueIdBytes> in);
 
 // What each rank tells the others about itself.
+// PeerInfo::features: the skew telemetry exchange runs (TEMPO_PACING is not off).
+inline constexpr uint32_t kFeatureTelemetry = 1;
+
 struct PeerInfo {
   uint64_t hostHash = 0;
   uint64_t kernelHash = 0;  // ranks with equal values share a kernel, hence its cores
   uint64_t processToken = 0;
   uint32_t pid = 0;
+  uint32_t features = 0;  // kFeature* bits: settings every rank of a communicator must share
   SockAddr oob;           // the rank's bootstrap listener
   char hostname[64] = {};
 };

@@ -94,6 +94,9 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   tuning_.nranks = nranks;
   tuning_.channels = channels_;
   checkMismatch_ = nranks > 1 && param::CheckMismatch();
+  TEMPO_TRY(startTelemetry());
+  trace_ = TraceWriter::open(param::Trace(), {commHash_, rank, nranks, boot_->peers()[size_t(rank)].hostname});
+  if (trace_) engine_->setRecordSink(trace_.get());
   tuning_.oversubscribed = localRanks > cores;
   tuning_.scratchBytes = scratch_.size();
   for (auto& ep : endpoints_) tuning_.slowest = std::max(tuning_.slowest, ep->kind());
@@ -296,6 +299,7 @@ Status Communicator::deregisterBuffer(void* handle) {
 Communicator::~Communicator() {
   worker_.stop();  // a nonblocking job uses everything below
   engine_.reset();
+  trace_.reset();  // after the engine, which writes to it
   endpoints_.clear();
 }
 
@@ -550,6 +554,42 @@ Status verifyFingerprint(const engine::Op& op, const std::byte* received, int ra
 }
 
 }  // namespace
+
+// Skew measurement and pacing: every rank runs the telemetry exchange or none does, so
+// TEMPO_PACING=off on some ranks only would leave the others waiting; refuse it here.
+Status Communicator::startTelemetry() {
+  const auto& peers = boot_->peers();
+  const uint32_t mine = peers[size_t(rank_)].features & bootstrap::kFeatureTelemetry;
+  for (int r = 0; r < nranks_; ++r)
+    if ((peers[size_t(r)].features & bootstrap::kFeatureTelemetry) != mine)
+      return fail(Status::InvalidUsage, "TEMPO_PACING is %s on rank %d but %s on rank %d: set it alike on every rank",
+                  mine ? "not off" : "off", rank_, mine ? "off" : "not off", r);
+  pacing::Mode mode = pacing::Mode::Observe;
+  if (!pacing::parseMode(param::Pacing(), &mode))
+    return fail(Status::InvalidArgument, "TEMPO_PACING=%s: expected off, observe or on", param::Pacing());
+  if (mode == pacing::Mode::Off || nranks_ < 2) return Status::Success;
+  std::vector<uint64_t> hosts;
+  for (const auto& p : peers) hosts.push_back(p.hostHash);
+  std::sort(hosts.begin(), hosts.end());
+  pacing::MonitorConfig c;
+  c.rank = rank_;
+  c.nranks = nranks_;
+  c.mode = mode;
+  c.window = uint32_t(std::clamp<int64_t>(param::PacingWindow(), 1, 1 << 20));
+  c.minWindowNs = 1000000000 / std::clamp<int64_t>(param::PacingHz(), 1, 1000000);
+  c.controller.allowPacing = mode == pacing::Mode::On;
+  c.controller.nodes = int(std::unique(hosts.begin(), hosts.end()) - hosts.begin());
+  c.controller.minNodes = int(std::max<int64_t>(1, param::PacingMinNodes()));
+  if (!engine_->setMonitor(std::make_unique<pacing::SkewMonitor>(c))) {
+    TEMPO_WARN("comm %p rank %d: no skew telemetry (NCCL_BUFFSIZE %zu is too small for %d ranks' exchange)",
+               static_cast<void*>(this), rank_, scratch_.size(), nranks_);
+    return Status::Success;
+  }
+  monitor_.store(engine_->monitor(), std::memory_order_release);
+  TEMPO_INFO(log::Init, "comm %p rank %d: skew telemetry %s, windows of %u+ collectives, %d hosts",
+             static_cast<void*>(this), rank_, pacing::modeName(mode), c.window, c.controller.nodes);
+  return Status::Success;
+}
 
 uint64_t Communicator::prependFingerprint(engine::Op& op) {
   if (!checkMismatch_) return 0;

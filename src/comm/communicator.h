@@ -25,6 +25,7 @@
 #include "src/comm/async_worker.h"
 #include "src/comm/config.h"
 #include "src/comm/placement.h"
+#include "src/comm/trace.h"
 #include "src/core/dtype.h"
 #include "src/engine/engine.h"
 #include "src/mem/host_buffer.h"
@@ -123,6 +124,8 @@ class Communicator : public engine::Liveness {
   Result<engine::Op*> prepareP2p(std::span<const CollArgs> calls);
   void release(engine::Op* op);
   engine::Engine& engine() { return *engine_; }
+  // The skew monitor (null when TEMPO_PACING=off or before init is done); any thread.
+  pacing::SkewMonitor* skewMonitor() const { return monitor_.load(std::memory_order_acquire); }
   // ncclCommRegister / ncclCommDeregister: a handle for [buff, buff + size), registered
   // with every transport endpoint so that transfers on it name the region (see
   // engine::UserRegions). Handles still held are released with the communicator.
@@ -220,6 +223,9 @@ class Communicator : public engine::Liveness {
   void logCall(const CollArgs& a, uint64_t seq) const;
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
   engine::Op* takeOp(const CollArgs& a, uint64_t payloadBytes);
+  Status startTelemetry();
+  std::atomic<pacing::SkewMonitor*> monitor_{nullptr};  // the engine's, published once
+  std::unique_ptr<TraceWriter> trace_;                  // TEMPO_TRACE (null: off)
   // The collective's own steps, for a call whose in-place-ness is already settled.
   void plan(const CollArgs& a, bool inPlace, algo::Plan& out);
   // Mismatch detection (TEMPO_CHECK_MISMATCH): the call's fingerprint travels in the

@@ -146,3 +146,17 @@ TEMPO_PARAM(MinCtas, "NCCL_MIN_CTAS", Int, "-2147483648",
 TEMPO_PARAM(MaxCtas, "NCCL_MAX_CTAS", Int, "-2147483648",
             "overrides ncclConfig_t.maxCTAs (accepted; no effect on host memory)")
 TEMPO_PARAM(NetName, "NCCL_NET", Str, "", "overrides ncclConfig_t.netName")
+
+// ---- skew measurement and pacing (reference/pacing.md) ----
+TEMPO_PARAM(Pacing, "TEMPO_PACING", Str, "observe",
+            "off (no skew telemetry), observe (measure skew; tempoCommGetSkewStats) or on (also delay "
+            "persistently early ranks when that pays); off must be set on every rank or none")
+TEMPO_PARAM(PacingWindow, "TEMPO_PACING_WINDOW", Int, "32",
+            "fewest collectives per telemetry window (a window also lasts at least 1/TEMPO_PACING_HZ)")
+TEMPO_PARAM(PacingHz, "TEMPO_PACING_HZ", Int, "10",
+            "most telemetry exchanges per second per communicator")
+TEMPO_PARAM(PacingMinNodes, "TEMPO_PACING_MIN_NODES", Int, "8",
+            "pacing engages only on communicators spanning at least this many hosts")
+TEMPO_PARAM(Trace, "TEMPO_TRACE", Str, "",
+            "per-rank trace path pattern (%r rank, %h host, %p pid, %c communicator): writes P.json "
+            "(Chrome trace, opens in Perfetto) and P.jsonl (one line per collective)")

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "kernels/reduce.h"
+#include "src/algo/rd_allreduce.h"
 #include "src/core/clock.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
@@ -20,8 +21,10 @@ constexpr int64_t kLivenessCheckNs = 20 * 1000 * 1000;
 
 // Tag of one message (40 bits): a collective's is its sequence number (23 bits) and the
 // message index within it (16 bits); a point-to-point message's has the top bit set and
-// carries the per-peer counter of its direction (23 bits).
+// carries the per-peer counter of its direction (23 bits); a telemetry exchange's has the
+// top bit, its number (23 bits) and bit 15 set.
 uint64_t tagOf(const Op& op, uint32_t msg) {
+  if (op.internal) return kTelemetryTagBits | ((op.seq & 0x7fffff) << 16) | (msg & 0x7fff);
   if (op.p2p) return kP2pTagBit | (uint64_t(msg & 0x7fffff) << 16);
   return ((op.seq & 0x7fffff) << 16) | (msg & 0xffff);
 }
@@ -106,6 +109,13 @@ Status Engine::submit(Op& op) {
 
 void Engine::activate(Op& op) {
   op.record.tEnter = nowNs();
+  // Pacing's entry gate: arrival is recorded here, at gate entry, so that the monitor
+  // measures the un-paced lead; the op's steps wait until the gate opens.
+  op.notBefore = 0;
+  if (monitor_ && !op.p2p && !op.internal) {
+    op.record.delayNs = monitor_->gateDelayNs(uint8_t(op.coll), op.payloadBytes);
+    if (op.record.delayNs > 0) op.notBefore = op.record.tEnter + op.record.delayNs;
+  }
   if (op.prescaleSrc) kernels::scale(op.prescaled.data(), op.prescaleSrc, op.prescaleElems, op.type, op.scalar);
 }
 
@@ -204,6 +214,10 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
 }
 
 int Engine::advance(Op& op) {
+  if (op.notBefore) {  // gated: a local, bounded wait that starts nothing
+    if (nowNs() < op.notBefore) return 0;
+    op.notBefore = 0;
+  }
   const auto& steps = op.plan.steps;
   const uint32_t n = uint32_t(steps.size());
   int work = 0;
@@ -305,22 +319,103 @@ void Engine::finish(Op& op, Status s) {
   op.done = true;
   op.record.tExit = nowNs();
   op.record.status = s;
-  records_.push(op.record);
-  if (!ok(s)) abort(s);
+  if (!op.internal) pushRecord(op.record);
+  if (!ok(s)) {
+    abort(s);
+    return;
+  }
+  if (monitor_ && !op.p2p && !op.internal) {
+    pacing::Sample m;
+    m.seq = op.seq;
+    m.coll = uint8_t(op.coll);
+    // Every rank leaves these at about the same time, so durations compare (pacing.md 1.2).
+    m.symmetric = op.coll == CollKind::AllReduce || op.coll == CollKind::AllGather ||
+                  op.coll == CollKind::ReduceScatter || op.coll == CollKind::AllToAll;
+    m.bytes = op.payloadBytes;
+    m.arrivalNs = op.record.tEnter;
+    m.exitNs = op.record.tExit;
+    m.delayNs = op.record.delayNs;
+    exchangeDue_ = monitor_->onCollective(m);
+  }
+}
+
+bool Engine::setMonitor(std::unique_ptr<pacing::SkewMonitor> monitor) {
+  if (!monitor || nranks_ < 2) return false;
+  const size_t words = monitor->exchangeWords();
+  if (algo::rdScratchBytes(words, 8) > scratch_.size()) return false;
+  exchangeIn_.assign(words, 0);
+  exchangeOut_.assign(words, 0);
+  algo::RdAllReduceArgs a;
+  a.count = words;
+  a.typeSize = 8;
+  a.rank = rank_;
+  a.nranks = nranks_;
+  exchange_.plan.clear();
+  algo::planRdAllReduce(a, exchange_.plan);
+  exchange_.internal = true;
+  exchange_.type = DataType::Uint64;
+  exchange_.op = RedOp::Max;
+  exchange_.input = reinterpret_cast<const std::byte*>(exchangeIn_.data());
+  exchange_.output = reinterpret_cast<std::byte*>(exchangeOut_.data());
+  exchange_.payloadBytes = words * 8;
+  exchange_.state.assign(exchange_.plan.steps.size(), 0);  // sized now: exchanges never allocate
+  exchange_.reqOf.resize(exchange_.plan.steps.size());
+  monitor_ = std::move(monitor);
+  return true;
+}
+
+// The window closed with the op that just finished; the next op activates after this.
+void Engine::beginExchange() {
+  exchangeDue_ = false;
+  monitor_->fill(exchangeIn_);
+  Op& x = exchange_;
+  const size_t n = x.plan.steps.size();
+  x.state.assign(n, 0);
+  x.reqOf.resize(n);
+  x.first = x.dataFirst = 0;
+  x.carried = -1;
+  x.status = Status::Success;
+  x.done = false;
+  x.seq = exchanges_++;
+  x.record = OpRecord{};
+  x.record.tEnter = nowNs();
+  x.notBefore = 0;
+  exchangeActive_ = true;
+}
+
+void Engine::endExchange() {
+  exchangeActive_ = false;
+  if (ok(exchange_.status)) monitor_->absorb(exchangeOut_);
+}
+
+int64_t Engine::gateRemainingNs(int64_t now) const {
+  if (queue_.empty() || exchangeActive_) return 0;
+  const Op& op = *queue_.front();
+  return op.notBefore > now ? op.notBefore - now : 0;
 }
 
 int Engine::progress() {
-  if (queue_.empty()) return 0;
+  if (idle()) return 0;
   int work = 0;
   for (transport::Endpoint* ep : endpoints_) work += ep->progress();
-  while (!queue_.empty()) {
+  for (;;) {
+    if (exchangeActive_) {  // runs between two ops; the next one waits for it
+      work += advance(exchange_);
+      if (!exchange_.done) break;
+      endExchange();
+      ++work;
+      if (!ok(failed_)) break;
+      if (!queue_.empty()) activate(*queue_.front());
+    }
+    if (queue_.empty()) break;
     Op& op = *queue_.front();
     if (!op.done) work += advance(op);
     if (queue_.empty()) break;  // the op failed: abort() has already drained the queue
     if (!op.done) break;
     queue_.pop_front();
     ++work;
-    if (!queue_.empty()) activate(*queue_.front());
+    if (exchangeDue_) beginExchange();
+    else if (!queue_.empty()) activate(*queue_.front());
   }
   return work;
 }
@@ -332,6 +427,12 @@ void Engine::abort(Status why, bool causeKnown) {
   }
   // Posted requests are abandoned with their endpoints; the pool is whole again.
   freeReqs_.clear();
+  if (exchangeActive_) {
+    exchange_.status = failed_;
+    exchange_.done = true;
+    exchangeActive_ = false;
+  }
+  exchangeDue_ = false;
   for (int i = maxPosted_ - 1; i >= 0; --i) freeReqs_.push_back(uint16_t(i));
   while (!queue_.empty()) {
     Op& op = *queue_.front();
@@ -342,7 +443,7 @@ void Engine::abort(Status why, bool causeKnown) {
       op.done = true;
       op.record.tExit = nowNs();
       op.record.status = failed_;
-      records_.push(op.record);
+      pushRecord(op.record);
     }
   }
 }
@@ -398,8 +499,12 @@ Status waitAll(std::span<Engine* const> engines) {
         ++waitable;
       }
     }
-    if (waitable == 1) only->wait(sleepNs);
-    else std::this_thread::sleep_for(std::chrono::nanoseconds(sleepNs));
+    // A gated op must start when its gate opens, not a sleep later.
+    int64_t nap = sleepNs;
+    for (Engine* e : engines)
+      if (int64_t g = e->gateRemainingNs(now); g > 0) nap = std::min(nap, g);
+    if (waitable == 1) only->wait(nap);
+    else std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
     sleepNs = std::min<int64_t>(sleepNs * 2, 1000000);
   }
 }

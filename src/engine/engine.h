@@ -27,6 +27,7 @@
 #include "src/core/dtype.h"
 #include "src/core/status.h"
 #include "src/engine/regions.h"
+#include "src/pacing/monitor.h"
 #include "transports/transport.h"
 
 namespace tempo::engine {
@@ -36,6 +37,9 @@ inline constexpr uint64_t kP2pTagBit = uint64_t(1) << 39;
 // A tag no collective or point-to-point message uses (see tagOf in engine.cc): a
 // point-to-point tag's low 16 bits are 0. The communicator's connection handshake uses it.
 inline constexpr uint64_t kHandshakeTag = kP2pTagBit | 0xffff;
+// The skew telemetry exchange's messages: the p2p bit, the exchange's number, and this
+// bit in the low 16 (whose other bits number the message within the exchange).
+inline constexpr uint64_t kTelemetryTagBits = kP2pTagBit | 0x8000;
 
 enum class CollKind : uint8_t {
   AllReduce = 0,
@@ -61,6 +65,7 @@ struct OpRecord {
   CollKind coll = CollKind::AllReduce;
   Status status = Status::Success;
   uint32_t registeredTransfers = 0;  // transfers on user buffers that named a UserRegions region
+  int64_t delayNs = 0;     // pacing: the entry gate held the op this long after tEnter
 };
 
 // A bounded ring of the most recent records. One writer (the engine); readers take
@@ -80,6 +85,12 @@ class RecordRing {
  private:
   std::array<OpRecord, kCapacity> slots_{};
   std::atomic<uint64_t> head_{0};
+};
+
+// Receives every record as the engine pushes it (on the engine's thread): TEMPO_TRACE.
+struct RecordSink {
+  virtual ~RecordSink() = default;
+  virtual void onRecord(const OpRecord& r) = 0;
 };
 
 // What a collective's plan depends on besides its communicator: an op whose last plan
@@ -110,6 +121,9 @@ struct Op {
   // per-peer, per-direction message counter both sides keep, so that pairs of ranks can
   // exchange messages while the others do not (tags in a space of their own).
   bool p2p = false;
+  // The engine's own telemetry exchange (setMonitor): its seq numbers exchanges, not
+  // collectives, and it is neither recorded nor measured.
+  bool internal = false;
   // Mismatch detection (algo/fingerprint.h): this rank's fingerprint of the call; round
   // 0's outgoing message (the fingerprint, then any data it carries) and incoming one;
   // the fingerprints received in rounds 1.. (round k in peerFingerprints[k - 1]). Each
@@ -143,6 +157,7 @@ struct Op {
 
   // Engine state.
   uint64_t seq = 0;
+  int64_t notBefore = 0;        // pacing's entry gate: no step starts before this time
   std::vector<uint8_t> state;   // per step: 0 waiting, 1 posted, 2 done
   std::vector<uint16_t> reqOf;  // per posted step: its request slot
   uint32_t first = 0;           // oldest unfinished step
@@ -179,7 +194,7 @@ class Engine {
   Status submit(Op& op);
   // Polls the transports once and advances the active op(s). Returns the work done.
   int progress();
-  bool idle() const { return queue_.empty(); }
+  bool idle() const { return queue_.empty() && !exchangeActive_; }
   // Whether the engine has failed; its endpoints are cancelled and every op errors.
   Status health() const { return failed_; }
   // Cancels every posted transfer and fails queued ops (abort); `causeKnown` marks their
@@ -199,9 +214,23 @@ class Engine {
   // How long waitAll polls before yielding the CPU while this engine waits.
   void setSpinNs(int64_t ns) { spinNs_ = ns; }
   int64_t spinNs() const { return spinNs_; }
+  // Skew measurement and pacing (src/pacing/monitor.h). With a monitor, every collective
+  // is reported to it, gated by its delay, and every window closes with the telemetry
+  // exchange: an internal MAX all-reduce that runs before the next op starts, with tags
+  // of its own (kTelemetryTagBits). Every rank of the communicator must set one or none.
+  // Call before the first submit; false when the scratch cannot hold the exchange.
+  bool setMonitor(std::unique_ptr<pacing::SkewMonitor> monitor);
+  pacing::SkewMonitor* monitor() const { return monitor_.get(); }
+  // Every record also goes to `sink` (null: none); it must outlive the engine's ops.
+  void setRecordSink(RecordSink* sink) { sink_ = sink; }
+  // Nanoseconds until the earliest gate of an active op opens (0: none is gated).
+  int64_t gateRemainingNs(int64_t now) const;
 
  private:
   int advance(Op& op);
+  // The telemetry exchange: start it (the window just closed) and take in its result.
+  void beginExchange();
+  void endExchange();
   // The op has reached the front of the queue: timestamp it and premultiply its input.
   void activate(Op& op);
   enum class Start { Done, Deferred, NoSlots };
@@ -253,6 +282,17 @@ class Engine {
   std::vector<uint32_t> sendBlocked_;
   uint32_t scanGen_ = 0;
   RecordRing records_;
+  RecordSink* sink_ = nullptr;
+  void pushRecord(const OpRecord& r) {
+    records_.push(r);
+    if (sink_) sink_->onRecord(r);
+  }
+  // Pacing: the monitor, and the exchange op with its input and output words.
+  std::unique_ptr<pacing::SkewMonitor> monitor_;
+  Op exchange_;
+  std::vector<uint64_t> exchangeIn_, exchangeOut_;
+  uint64_t exchanges_ = 0;
+  bool exchangeDue_ = false, exchangeActive_ = false;
 };
 
 // Drives `engines` until each is idle (or failed), backing off when there is no work:

@@ -1,7 +1,8 @@
 /*
  * Compiled as strict C (-std=c99 / -std=c11 -pedantic -Werror, see CMakeLists.txt) so that
  * anything in the public header that is not plain C breaks the build. ABI_C_HEADER picks the
- * header: 1 = <rccl/rccl.h>, 2 = the <rccl.h> wrapper, 3 = the <nccl.h> shim.
+ * header: 1 = <rccl/rccl.h>, 2 = the <rccl.h> wrapper, 3 = the <nccl.h> shim, 4 = Tempo's
+ * <tempo/tempo.h> extensions (which include <rccl/rccl.h>).
  *
  * Besides parsing, it checks in C what a C program relies on: the initializers, a few
  * layout facts, and (by assigning to exactly typed function pointers, which is a constraint
@@ -11,6 +12,8 @@
 #include <rccl.h>
 #elif ABI_C_HEADER == 3
 #include <nccl.h>
+#elif ABI_C_HEADER == 4
+#include <tempo/tempo.h> /* Tempo's extensions; includes <rccl/rccl.h> */
 #else
 #include <rccl/rccl.h>
 #endif
@@ -83,6 +86,15 @@ int abi_c_compile_probe(void) {
   (void)groupStart; (void)lastError; (void)paramGetU64; (void)paramDumpAll; (void)runAlgo;
 #ifdef NCCL_OS_LINUX
   (void)resetDebugInit;
+#endif
+#if ABI_C_HEADER == 4
+  {
+    ncclResult_t (*stats)(ncclComm_t, tempoSkewStats_t*, float*) = tempoCommGetSkewStats;
+    ncclResult_t (*setPacing)(ncclComm_t, tempoPacingMode_t) = tempoCommSetPacing;
+    ncclResult_t (*setPeriod)(ncclComm_t, int) = tempoCommSetIterationPeriod;
+    tempoSkewStats_t s = {0};
+    (void)stats; (void)setPacing; (void)setPeriod; (void)s;
+  }
 #endif
   return config.magic == NCCL_API_MAGIC && sim.magic == 0x74685283u ? 0 : 1;
 }

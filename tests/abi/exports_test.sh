@@ -4,15 +4,19 @@
 #   (b) every C function declared in the header is exported as a weak ncclX/msccl* (nm type W)
 #       with a strong pX twin (type T) at the same address, and every C++ function declared
 #       after the extern "C" block (ncclCommDump) is exported, mangled, as a strong symbol;
-#   (c) nothing else is exported: only nccl*/pnccl*/msccl*/pmsccl* names, all of them declared
-#       in the header (so the header and the library cannot drift apart in either direction).
-# The function list is read from the header itself, so it can never be stale.
+#   (c) every tempoX function declared in the extension header (include/tempo/tempo.h) is
+#       exported as a strong symbol, without a twin;
+#   (d) nothing else is exported: only nccl*/pnccl*/msccl*/pmsccl* names declared in the
+#       header and tempo* names declared in the extension header (so the headers and the
+#       library cannot drift apart in either direction).
+# The function lists are read from the headers themselves, so they can never be stale.
 #
-# usage: exports_test.sh <path/to/librccl.so.1> <path/to/include/rccl/rccl.h>
+# usage: exports_test.sh <path/to/librccl.so.1> <path/to/include/rccl/rccl.h> <path/to/include/tempo/tempo.h>
 set -euo pipefail
 
 lib=${1:?usage: exports_test.sh <librccl.so> <rccl.h>}
-header=${2:?usage: exports_test.sh <librccl.so> <rccl.h>}
+header=${2:?usage: exports_test.sh <librccl.so> <rccl.h> <tempo.h>}
+ext_header=${3:?usage: exports_test.sh <librccl.so> <rccl.h> <tempo.h>}
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
@@ -21,6 +25,7 @@ for tool in nm readelf c++filt; do
 done
 [[ -r $lib ]] || { echo "FAIL: cannot read $lib" >&2; exit 1; }
 [[ -r $header ]] || { echo "FAIL: cannot read $header" >&2; exit 1; }
+[[ -r $ext_header ]] || { echo "FAIL: cannot read $ext_header" >&2; exit 1; }
 
 # ---- (a) SONAME ----
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
@@ -85,10 +90,21 @@ for n in "${cxx_all[@]}"; do
   (( found )) || fail "C++ function $n is not exported"
 done
 
-# ---- (c) nothing else is exported ----
+# ---- (c) Tempo's extensions: strong tempoX ----
+mapfile -t ext_all < <(sed -nE 's/^[A-Za-z_][A-Za-z0-9_ *]*[ *](tempo[A-Za-z0-9_]*)\(.*/\1/p' "$ext_header" | sort -u)
+(( ${#ext_all[@]} > 0 )) || fail "no tempo* function declarations found in $ext_header"
+ext_declared=" ${ext_all[*]} "
+for n in "${ext_all[@]}"; do
+  if [[ -z ${type[$n]:-} ]]; then fail "$n is not exported"; continue; fi
+  [[ ${type[$n]} == T ]] || fail "$n has nm type ${type[$n]}, expected T (strong)"
+done
+
+# ---- (d) nothing else is exported ----
 for s in "${!type[@]}"; do
   [[ -n ${cxx_sym[$s]:-} ]] && continue
-  if [[ ! $s =~ ^p?(nccl|msccl) ]]; then
+  if [[ $s == tempo* ]]; then
+    [[ $ext_declared == *" $s "* ]] || fail "$s is exported but not declared in $(basename "$ext_header")"
+  elif [[ ! $s =~ ^p?(nccl|msccl) ]]; then
     fail "unexpected export: $s ($(c++filt "$s"))"
   elif [[ $declared != *" $s "* ]]; then
     fail "$s is exported but not declared in $(basename "$header")"
@@ -100,4 +116,5 @@ if (( failures )); then
   exit 1
 fi
 echo "exports_test: OK: SONAME $soname; ${#c_base[@]} C functions exported as weak X + strong pX" \
-     "twins; ${#cxx_all[@]} C++ function(s); ${#type[@]} dynamic symbols, none unexpected"
+     "twins; ${#cxx_all[@]} C++ function(s); ${#ext_all[@]} tempo extension(s); ${#type[@]} dynamic" \
+     "symbols, none unexpected"

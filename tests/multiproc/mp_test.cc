@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -192,6 +194,46 @@ TEST(MultiProcessShrink, SurvivorsShrinkAwayADeadRankAndCarryOn) {
     SCOPED_TRACE(transport);
     expectAllSucceed(runWorkers(4, envFor(Case{transport, 4, "", ""}, "shrink"), 90));
   }
+}
+
+// pacing.md 1.2 and 1.7: the skew statistics find a persistent straggler (duration-based,
+// no clock synchronisation); with pacing on, the early ranks are delayed, the straggler
+// never is, and every result is bitwise what it is with pacing off.
+TEST(MultiProcessSkew, StragglerIsFoundAndPacingLeavesResultsBitwiseIdentical) {
+  const std::string dir = ::testing::TempDir();
+  std::vector<std::string> hashes[2];
+  for (int on = 0; on < 2; ++on) {
+    const std::string file = dir + "/tempo_skew_hash_" + std::to_string(getpid()) + "_" + std::to_string(on) + "_%r";
+    expectAllSucceed(runWorkers(4,
+                                {"TEMPO_MP_MODE=skew", "TEMPO_TRANSPORT=shm", "TEMPO_PACING_HZ=50",
+                                 "TEMPO_PACING_MIN_NODES=1", std::string("TEMPO_PACING=") + (on ? "on" : "observe"),
+                                 "TEMPO_MP_HASH_FILE=" + file},
+                                120));
+    for (int r = 0; r < 4; ++r) {
+      std::string path = file;
+      path.replace(path.find("%r"), 2, std::to_string(r));
+      FILE* f = fopen(path.c_str(), "r");
+      char line[64] = {};
+      if (f) {
+        if (!fgets(line, sizeof line, f)) line[0] = 0;
+        fclose(f);
+        unlink(path.c_str());
+      }
+      hashes[on].push_back(line);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_FALSE(hashes[0][size_t(r)].empty()) << "rank " << r;
+    EXPECT_EQ(hashes[0][size_t(r)], hashes[1][size_t(r)]) << "rank " << r << ": results differ with pacing on";
+    EXPECT_EQ(hashes[0][size_t(r)], hashes[0][0]) << "rank " << r << " disagrees with rank 0";
+  }
+}
+
+// TEMPO_PACING=off on one rank only would leave the others' telemetry exchange waiting:
+// every rank's init refuses it with ncclInvalidUsage instead.
+TEST(MultiProcessSkew, PacingOffOnSomeRanksOnlyIsRefusedAtInit) {
+  std::vector<int> codes = runWorkers(3, {"TEMPO_MP_MODE=matrix", "TEMPO_TRANSPORT=shm", "TEMPO_MP_PACING_OFF_RANK=1"}, 60);
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 2) << "rank " << r << " should fail its init";
 }
 
 // 8 ranks: at most 64 MiB of library host memory each, and flat RSS over 10,000

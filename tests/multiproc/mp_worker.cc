@@ -7,6 +7,12 @@
 //   collectives  every other collective over the matrix of tests/common/rank_case.h, and
 //           send/receive between every pair (self included) in one group
 //   memory  library host memory after init, and RSS flatness over 10,000 collectives
+//   skew    a training-like loop (sleep, then two all-reduces) in which the last rank
+//           computes 3 ms longer: the skew statistics must name it as the last arriver,
+//           with a lead near 0 and the others' near 3 ms, and find 2 collectives per
+//           iteration; with TEMPO_PACING=on the others are delayed and it never is. It
+//           writes a hash of every result to TEMPO_MP_HASH_FILE (results must not depend
+//           on pacing).
 //   abort   the last rank aborts its communicator from a second thread while its first
 //           is inside an all-reduce the others have not joined; they join afterwards and
 //           must fail, not hang (exit 1 if a call succeeds or abort takes over 10 s)
@@ -17,11 +23,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "rccl/rccl.h"
+#include "tempo/tempo.h"
 #include "tests/common/rank_case.h"
 #include "tests/common/verify.h"
 
@@ -152,6 +160,83 @@ int memory(ncclComm_t comm, long rssBeforeInit) {
   return failures;
 }
 
+int skew(ncclComm_t comm) {
+  const int straggler = g_size - 1;
+  const bool pacing = getenv("TEMPO_PACING") && !strcmp(getenv("TEMPO_PACING"), "on");
+  // Inputs whose sums round differently in different orders, so that the hash would see
+  // any change of reduction order.
+  std::vector<float> a(1 << 14), b(1 << 12);
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](const std::vector<float>& v) {
+    for (float x : v) {
+      uint32_t bits;
+      memcpy(&bits, &x, 4);
+      hash = (hash ^ bits) * 1099511628211ull;
+    }
+  };
+  for (int it = 0; it < 250; ++it) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 1.0f / float(1 + (i * 7 + size_t(g_rank) * 13 + size_t(it)) % 1000);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * float(g_rank + 1) + 1e-3f * float(i % 17);
+    std::this_thread::sleep_for(std::chrono::microseconds(g_rank == straggler ? 4000 : 1000));
+    CHECK_NCCL(ncclAllReduce(a.data(), a.data(), a.size(), ncclFloat32, ncclSum, comm, nullptr));
+    CHECK_NCCL(ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32, ncclSum, comm, nullptr));
+    mix(a);
+    mix(b);
+  }
+  tempoSkewStats_t s;
+  std::vector<float> lead(static_cast<size_t>(g_size));
+  CHECK_NCCL(tempoCommGetSkewStats(comm, &s, lead.data()));
+  fprintf(stderr,
+          "[rank %d] %llu collectives, %llu windows, skew p50 %.0f us, transfer p50 %.0f us, period %d, "
+          "iteration %.0f us CoV %.3f, last arriver %d (%.2f), state %d gain %.2f, delay %.1f us (total %.0f us)\n",
+          g_rank, s.collectives, s.windows, s.skewP50Us, s.transferP50Us, s.iterationPeriod, s.iterationMeanUs,
+          s.iterationCoV, s.topLastArriver, s.topLastArriverShare, int(s.state), s.gain, s.delayUs, s.delayTotalUs);
+  for (int r = 0; r < g_size; ++r) fprintf(stderr, "[rank %d]   rank %d lead %.0f us\n", g_rank, r, lead[size_t(r)]);
+  int failures = 0;
+  auto expect = [&](bool ok, const char* what) {
+    if (!ok) fprintf(stderr, "[rank %d] FAILED: %s\n", g_rank, what);
+    failures += !ok;
+  };
+  // Statistics are as of the last window. Half the collectives (each iteration's first)
+  // wait for the straggler's 3 ms; the other half hardly wait at all.
+  expect(s.collectives > 400 && s.collectives <= 500 && s.windows >= 5, "most collectives measured, several windows");
+  // The straggler is last in every first collective; in the second one another rank
+  // (whichever the all-reduce lets go last) may be just as persistently last.
+  expect(s.topLastArriverShare >= 0.45, "a persistent last arriver");
+  expect(s.iterationPeriod == 2, "two collectives per iteration");
+  expect(s.skewP99Us > 2000, "skew of about the straggler's 3 ms");
+  expect(lead[size_t(straggler)] < 500, "the straggler's lead is near 0");
+  for (int r = 0; r < g_size; ++r)
+    if (r != straggler) expect(lead[size_t(r)] > lead[size_t(straggler)] + 1000, "the straggler's lead is the least");
+  for (int r = 0; r < g_size; ++r)
+    if (r != straggler) expect(lead[size_t(r)] > 1000, "the other ranks lead by about 3 ms every other collective");
+  // Every rank's total delay, gathered.
+  std::vector<double> delays(static_cast<size_t>(g_size));
+  delays[size_t(g_rank)] = s.delayTotalUs;
+  CHECK_NCCL(ncclAllGather(&delays[size_t(g_rank)], delays.data(), 1, ncclFloat64, comm, nullptr));
+  if (pacing) {
+    expect(s.state != tempoControllerObserve || s.pacedCollectives > 0, "the controller engaged");
+    expect(s.delayUs <= s.delayCapUs, "delays stay within the cap");
+    if (g_rank != straggler) expect(delays[size_t(g_rank)] > 0, "the early ranks are delayed");
+    // The straggler is never gated before the collective it is late for; it may be, a
+    // little, before the other one (where it need not be the last), so it is paced least.
+    for (int r = 0; r < g_size; ++r)
+      if (r != straggler)
+        expect(delays[size_t(straggler)] < delays[size_t(r)], "the straggler is delayed less than any other rank");
+  } else {
+    expect(s.pacedCollectives == 0 && s.state == tempoControllerObserve, "observe mode never delays");
+    expect(s.wouldPace == 0 || s.wouldPace == 1, "wouldPace is a flag");
+  }
+  if (const char* path = getenv("TEMPO_MP_HASH_FILE")) {
+    FILE* f = fopen(path, "w");
+    if (f) {
+      fprintf(f, "%016llx\n", (unsigned long long)hash);
+      fclose(f);
+    }
+  }
+  return failures;
+}
+
 int abortMidCollective(ncclComm_t comm) {
   using Clock = std::chrono::steady_clock;
   std::vector<float> buf(1 << 20, 1.0f);
@@ -226,6 +311,7 @@ int main() {
   g_rank = atoi(rank);
   g_size = atoi(size);
   std::string mode = getenv("TEMPO_MP_MODE") ? getenv("TEMPO_MP_MODE") : "matrix";
+  if (const char* off = getenv("TEMPO_MP_PACING_OFF_RANK"); off && atoi(off) == g_rank) setenv("TEMPO_PACING", "off", 1);
   long rss0 = rssKiB();
   ncclUniqueId id;
   CHECK_NCCL(ncclGetUniqueId(&id));  // with NCCL_COMM_ID, the same id on every rank
@@ -233,7 +319,10 @@ int main() {
   CHECK_NCCL(ncclCommInitRank(&comm, g_size, id, g_rank));
   if (mode == "abort") return abortMidCollective(comm);
   if (mode == "shrink") return shrinkAfterDeath(comm);
-  int failures = mode == "memory" ? memory(comm, rss0) : mode == "collectives" ? collectives(comm) : matrix(comm);
+  int failures = mode == "memory"        ? memory(comm, rss0)
+                 : mode == "collectives" ? collectives(comm)
+                 : mode == "skew"        ? skew(comm)
+                                         : matrix(comm);
   CHECK_NCCL(ncclCommFinalize(comm));
   CHECK_NCCL(ncclCommDestroy(comm));
   return failures ? 1 : 0;

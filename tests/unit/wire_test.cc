@@ -67,6 +67,7 @@ TEST(Messages, HelloTableErrorAndPeerHelloRoundTrip) {
   h.rank = 3;
   h.info.hostHash = 0x1122334455667788ull;
   h.info.kernelHash = 0x99aabbccddeeff00ull;
+  h.info.features = kFeatureTelemetry;
   h.info.processToken = 42;
   h.info.pid = 777;
   h.info.oob = addr("127.0.0.1:4000");
@@ -78,6 +79,7 @@ TEST(Messages, HelloTableErrorAndPeerHelloRoundTrip) {
   EXPECT_EQ(hb->nranks, 8);
   EXPECT_EQ(hb->info.hostHash, h.info.hostHash);
   EXPECT_EQ(hb->info.kernelHash, h.info.kernelHash);
+  EXPECT_EQ(hb->info.features, h.info.features);
   EXPECT_STREQ(hb->info.hostname, "node07");
   EXPECT_EQ(hb->info.oob.toString(), "127.0.0.1:4000");
 

@@ -1,0 +1,52 @@
+// TEMPO_TRACE: one rank's per-collective trace, in two files.
+//
+// TEMPO_TRACE is a path pattern: %r expands to the rank, %h to the host name, %p to the
+// pid, %c to the communicator's hash (so that several communicators of one process write
+// files of their own). From the expanded path P (less a trailing ".json"), a communicator
+// writes
+//   P.json   Chrome trace events (chrome://tracing, Perfetto): one complete event per
+//            collective from arrival to exit, with the pacing gate as a nested event;
+//   P.jsonl  JSON lines: a "comm" line (rank, nranks, host, communicator hash, clock),
+//            then one "coll" line per collective (seq, kind, bytes, arrival, first data,
+//            exit and gate delay in ns of CLOCK_MONOTONIC, status) — what tools read.
+// Lines are buffered and written every 64 KiB and at close, from the engine's thread; a
+// file that cannot be written is reported once (WARN) and tracing stops, the job goes on.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "src/engine/engine.h"
+
+namespace tempo::comm {
+
+struct TraceIdentity {
+  uint64_t commHash = 0;
+  int rank = 0, nranks = 1;
+  std::string host;
+};
+
+class TraceWriter final : public engine::RecordSink {
+ public:
+  // Null when `pattern` is empty; a writer whose files failed to open is not made either
+  // (after a WARN naming the path and the reason).
+  static std::unique_ptr<TraceWriter> open(const char* pattern, const TraceIdentity& who);
+  ~TraceWriter() override;
+  void onRecord(const engine::OpRecord& r) override;
+  void flush();
+
+  // The pattern expanded for `who` (exposed for tests).
+  static std::string expand(const char* pattern, const TraceIdentity& who);
+
+ private:
+  TraceWriter() = default;
+  void write(FILE* f, std::string& buf);
+  FILE* json_ = nullptr;
+  FILE* jsonl_ = nullptr;
+  std::string jsonBuf_, jsonlBuf_, path_;
+  TraceIdentity who_;
+  bool broken_ = false;
+};
+
+}  // namespace tempo::comm

@@ -1,0 +1,58 @@
+// Iteration boundaries inferred from the repeating pattern of collectives.
+//
+// The library never sees a training loop, only collectives. A loop issues the same
+// sequence of (collective, size) every iteration, so the smallest period p with which
+// the recent signatures repeat (over the last 3 periods) is the number of collectives
+// per iteration. The iteration starts at the phase of the period with the longest gap
+// before its arrival (the compute phase precedes the first collective), and an
+// iteration's time is the gap between successive starts' arrivals. A hint
+// (setPeriod) overrides the inference.
+//
+// Pure: fed timestamps by the caller; no clocks, no threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace tempo::pacing {
+
+// One collective's identity for period detection: its kind and log2 of its size.
+uint32_t signatureOf(uint8_t coll, uint64_t bytes);
+
+struct IterationSummary {
+  uint32_t period = 0;       // collectives per iteration (0: no pattern found yet)
+  uint32_t samples = 0;      // iteration times in the statistics below
+  double meanNs = 0, cov = 0, p50Ns = 0, p99Ns = 0;
+};
+
+class IterationTracker {
+ public:
+  static constexpr uint32_t kHistory = 512;     // signatures kept for the period search
+  static constexpr uint32_t kIterations = 64;   // iteration times kept for the statistics
+
+  void push(uint32_t signature, int64_t arrivalNs, int64_t exitNs);
+  // Forces the period (0 returns to inference).
+  void setPeriod(uint32_t p) { hint_ = p; }
+  // Re-detects the period and takes in the iterations completed since the last call.
+  // Returns the mean time of those new iterations (0 if none).
+  int64_t update();
+  IterationSummary summary() const;
+
+ private:
+  uint32_t detectPeriod() const;
+  uint32_t bestPhase(uint32_t p) const;
+  struct Entry {
+    uint32_t sig;
+    int64_t arrival, exit;
+  };
+  std::array<Entry, kHistory> hist_{};
+  uint64_t pushed_ = 0;           // entries ever pushed; entry a is hist_[a % kHistory]
+  uint32_t hint_ = 0;
+  uint32_t period_ = 0, phase_ = 0;
+  uint64_t lastStart_ = UINT64_MAX;  // absolute index of the last iteration start taken in
+  std::array<int64_t, kIterations> iters_{};
+  uint64_t iterCount_ = 0;
+};
+
+}  // namespace tempo::pacing

@@ -1,0 +1,61 @@
+// TEMPO_TRACE's path pattern and its files' contents (src/comm/trace.h).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "src/comm/trace.h"
+
+namespace tempo::comm {
+namespace {
+
+TEST(TraceWriter, ExpandsRankHostPidAndCommunicator) {
+  TraceIdentity who{0xabc, 3, 8, "node07"};
+  EXPECT_EQ(TraceWriter::expand("/tmp/t.%r.%h", who), "/tmp/t.3.node07");
+  EXPECT_EQ(TraceWriter::expand("/tmp/t-%c-%r.json", who), "/tmp/t-0000000000000abc-3") << "a trailing .json goes";
+  EXPECT_EQ(TraceWriter::expand("t%p", who), "t" + std::to_string(getpid()));
+  EXPECT_EQ(TraceWriter::expand("100%%-%q", who), "100%-%q") << "%% is a percent sign; unknown escapes stay";
+}
+
+TEST(TraceWriter, NoPatternNoWriterAndAnUnwritablePathIsSkipped) {
+  EXPECT_EQ(TraceWriter::open("", {}), nullptr);
+  EXPECT_EQ(TraceWriter::open("/nonexistent-dir/x/%r", {}), nullptr);
+}
+
+TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
+  const std::string stem = ::testing::TempDir() + "/trace_writer_" + std::to_string(getpid());
+  {
+    auto w = TraceWriter::open((stem + ".json").c_str(), {0x1234, 1, 2, "hostA"});
+    ASSERT_NE(w, nullptr);
+    engine::OpRecord r;
+    r.seq = 0;
+    r.bytes = 4096;
+    r.tEnter = 1000;
+    r.tExit = 5000;
+    w->onRecord(r);
+    r.seq = 1;
+    r.delayNs = 700;
+    w->onRecord(r);
+  }
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  const std::string lines = slurp(stem + ".jsonl"), events = slurp(stem + ".json");
+  EXPECT_NE(lines.find("{\"type\":\"comm\",\"version\":1,\"comm\":\"0000000000001234\",\"rank\":1,\"nranks\":2,\"host\":\"hostA\""),
+            std::string::npos);
+  EXPECT_NE(lines.find("\"seq\":0,\"coll\":\"AllReduce\",\"bytes\":4096,\"t_arr\":1000,\"t_first\":0,\"t_exit\":5000,\"delay\":0"),
+            std::string::npos);
+  EXPECT_NE(lines.find("\"seq\":1,"), std::string::npos);
+  EXPECT_NE(events.find("\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":1.000,\"dur\":4.000"), std::string::npos);
+  EXPECT_NE(events.find("\"name\":\"pacing gate\""), std::string::npos) << "the gated collective shows its gate";
+  EXPECT_EQ(events.substr(events.size() - 3), "]}\n");
+  unlink((stem + ".json").c_str());
+  unlink((stem + ".jsonl").c_str());
+}
+
+}  // namespace
+}  // namespace tempo::comm
