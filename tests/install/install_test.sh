@@ -13,7 +13,7 @@ libdir=$(dirname "$lib")
 [ -L "$libdir/librccl.so" ] || { echo "install_test: $libdir/librccl.so is not a link" >&2; exit 1; }
 soname=$(objdump -p "$lib" | awk '/SONAME/ { print $2 }')
 [ "$soname" = librccl.so.1 ] || { echo "install_test: SONAME is '$soname'" >&2; exit 1; }
-for h in include/rccl/rccl.h include/rccl.h; do
+for h in include/rccl/rccl.h include/rccl.h include/nccl.h include/tempo/tempo.h; do
   [ -f "$prefix/$h" ] || { echo "install_test: $h not installed" >&2; exit 1; }
 done
 cmake -S "$consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" > "$work/consumer.log"
