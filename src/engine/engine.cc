@@ -385,7 +385,19 @@ void Engine::beginExchange() {
 
 void Engine::endExchange() {
   exchangeActive_ = false;
-  if (ok(exchange_.status)) monitor_->absorb(exchangeOut_);
+  if (!ok(exchange_.status)) return;
+  const pacing::PacingState before = monitor_->decision().state;
+  monitor_->absorb(exchangeOut_);
+  const pacing::PacingDecision& d = monitor_->decision();
+  if (d.state != before) {
+    const pacing::WindowStats& w = monitor_->lastWindow();
+    TEMPO_INFO(log::Tuning,
+               "rank %d: pacing %s -> %s after window %lu: relative skew %.2f (skew %.0f us over transfer %.0f us), "
+               "last arriver %d (%.0f%%), gain %.2f, cap %.0f us, this rank's largest delay %.0f us",
+               rank_, pacing::pacingStateName(before), pacing::pacingStateName(d.state), (unsigned long)exchanges_,
+               w.rho, double(w.skewP50Ns) / 1e3, double(w.commP50Ns) / 1e3, w.topLast, 100 * w.topLastShare, d.kappa,
+               double(d.capNs) / 1e3, double(monitor_->maxDelayNs()) / 1e3);
+  }
 }
 
 int64_t Engine::gateRemainingNs(int64_t now) const {

@@ -39,7 +39,10 @@ int64_t SkewController::capFor(const WindowStats& w) const {
 
 PacingDecision SkewController::onWindow(const WindowStats& w) {
   const bool on = engages(w);
-  const bool iterRose = prevIterNs_ > 0 && w.iterNs > 0 && double(w.iterNs) > 1.02 * double(prevIterNs_);
+  // "The iteration got longer" must beat the window-to-window noise: above the running
+  // mean by 2% and by twice the running mean deviation.
+  const bool iterRose = iterWindows_ >= 3 && w.iterNs > 0 &&
+                        double(w.iterNs) > std::max(1.02 * iterMean_, iterMean_ + 2 * iterDev_);
   const bool wasProbe = d_.probe;
   d_.probe = false;
   d_.wouldPace = on;
@@ -99,7 +102,12 @@ PacingDecision SkewController::onWindow(const WindowStats& w) {
     d_.capNs = int64_t(double(lastCap_) * cooldownScale_);
   }
   prevRho_ = w.rho;
-  if (w.iterNs > 0) prevIterNs_ = w.iterNs;
+  if (w.iterNs > 0) {
+    const double x = double(w.iterNs);
+    if (iterWindows_++ == 0) iterMean_ = x;
+    iterDev_ += 0.25 * (std::abs(x - iterMean_) - iterDev_);
+    iterMean_ += 0.25 * (x - iterMean_);
+  }
   return d_;
 }
 

@@ -12,7 +12,8 @@
 //   DISABLED -> OBSERVE   after 2^k windows (k = times disabled)
 //
 // In PACE the gain kappa follows AIMD once per window: halved when a paced rank was the
-// last arriver more than twice its fair share or the iteration got longer, raised by
+// last arriver more than twice its fair share or the iteration got longer (beyond its
+// window-to-window noise), raised by
 // kappaStep (up to kappaMax) when rho fell without the iteration getting longer. Every
 // probeEvery windows one window runs unpaced (a probe) to check that pacing still pays.
 //
@@ -92,7 +93,9 @@ class SkewController {
   int64_t disabledLeft_ = 0;
   double cooldownScale_ = 1;
   double prevRho_ = 0;
-  int64_t prevIterNs_ = 0;
+  // Iteration time across windows: running mean and mean absolute deviation (EWMA, 1/4).
+  double iterMean_ = 0, iterDev_ = 0;
+  int iterWindows_ = 0;
   double pacedIterNs_ = 0;      // EWMA of paced windows' iteration time
   int64_t lastCap_ = 0;
 };

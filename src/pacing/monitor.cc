@@ -11,6 +11,8 @@ namespace {
 constexpr int kRankBits = 20;
 constexpr uint64_t kMaxDuration = (uint64_t(1) << (64 - kRankBits)) - 1;
 constexpr double kAlpha = 0.125;
+// Kendall's tau is O(n^2): beyond this many ranks, persistence rests on the other tests.
+constexpr size_t kMaxTauRanks = 128;
 
 template <class T>
 T medianOf(std::vector<T>& v) {
@@ -53,7 +55,6 @@ SkewMonitor::SkewMonitor(const MonitorConfig& c)
       w_(std::max<uint32_t>(1, c.window)) {
   c_.window = w_;
   c_.nranks = std::clamp(c_.nranks, 1, 1 << kRankBits);
-  window_.reserve(kSamples);
   lastCounts_.assign(size_t(c_.nranks), 0);
   comms_.reserve(kSamples);
   skews_.reserve(kSamples);
@@ -113,8 +114,8 @@ bool SkewMonitor::onCollective(const Sample& s) {
     windowDelayNs_ += s.delayNs;
   }
   if (s.symmetric) {
-    if (window_.size() == kSamples) window_.erase(window_.begin());  // 64 small records
-    window_.push_back(s);
+    window_[s.seq % kSamples] = s;
+    window_[s.seq % kSamples].symmetric = true;  // marks the slot filled
   }
   lastExitNs_ = s.exitNs;
   if (s.seq != boundarySeq_) return false;
@@ -134,6 +135,7 @@ void SkewMonitor::fill(std::span<uint64_t> words) const {
   words[2] = iter_.summary().period;
   const size_t K = kSamples;
   for (const Sample& s : window_) {
+    if (!s.symmetric) continue;
     if (s.seq > boundarySeq_ || boundarySeq_ - s.seq >= K) continue;
     const size_t j = size_t(boundarySeq_ - s.seq);
     const uint64_t d = uint64_t(std::clamp<int64_t>(s.exitNs - s.arrivalNs, 1, int64_t(kMaxDuration)));
@@ -157,6 +159,10 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
   comms.clear();
   skews.clear();
   std::fill(last.begin(), last.end(), 0);
+  // This rank's sample of each slot (slot j: the collective j before the boundary).
+  std::array<const Sample*, kSamples> mine{};
+  for (const Sample& s : window_)
+    if (s.symmetric && s.seq <= boundarySeq_ && boundarySeq_ - s.seq < K) mine[size_t(boundarySeq_ - s.seq)] = &s;
   for (size_t j = 0; j < K; ++j) {
     if (words[3 + j] == 0 || words[3 + K + j] == 0) continue;
     const uint64_t lo = ~words[3 + j], hi = words[3 + K + j];
@@ -171,11 +177,10 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
       ++lastCounts_[lastRank];
     }
     ++measured_;
-    for (const Sample& s : window_) {
-      if (s.seq != boundarySeq_ - j) continue;
-      const double lead = double(s.exitNs - s.arrivalNs - comm);
+    if (const Sample* s = mine[j]) {
+      const double lead = double(s->exitNs - s->arrivalNs - comm);
       lead_.add(lead);
-      leadOf(signatureOf(s.coll, s.bytes)).lead.add(lead);
+      leadOf(signatureOf(s->coll, s->bytes)).lead.add(lead);
     }
   }
   WindowStats w;
@@ -203,7 +208,7 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
   for (size_t r = 0; r < N; ++r) leads[r] = double(words[3 + 2 * K + r]);
   for (size_t r = 0; r < N && w.samples; ++r)
     if (words[3 + 2 * K + N + r] > 0 && double(last[r]) / w.samples > 2.0 / double(N)) w.pacedLastTooOften = true;
-  if (N <= 512 && prevLeads_.size() == N) w.leadTau = kendallTau(prevLeads_, leads);
+  if (N <= kMaxTauRanks && prevLeads_.size() == N) w.leadTau = kendallTau(prevLeads_, leads);
   // The rank with the least lead (the predicted last arriver) and how far below the
   // median it is.
   if (N > 1 && windows_ > 1) {
@@ -219,6 +224,7 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
   // Decide; then this rank's own delay from its own lead.
   controller_.allowPacing(mode() == Mode::On);
   const PacingDecision d = controller_.onWindow(w);
+  lastWindow_ = w;
   maxDelay_ = 0;
   for (size_t i = 0; i < sigCount_; ++i) {
     SignatureLead& l = sigLeads_[i];
@@ -230,7 +236,7 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
   boundarySeq_ += w_;
   windowStartNs_ = lastExitNs_;
   windowDelayNs_ = 0;
-  window_.clear();
+  for (Sample& s : window_) s.symmetric = false;
   if (w.samples) prevTopLast_ = w.topLast;
   prevLeads_ = leads;
   // Publish for readers on other threads.

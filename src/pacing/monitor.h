@@ -101,6 +101,10 @@ class SkewMonitor {
   // Hint: collectives per iteration (0 returns to inference).
   void setIterationPeriod(uint32_t p) { periodHint_.store(p, std::memory_order_relaxed); }
   SkewSnapshot snapshot() const;
+  // The controller's decision and the window it came from (the engine's thread only).
+  const PacingDecision& decision() const { return controller_.decision(); }
+  const WindowStats& lastWindow() const { return lastWindow_; }
+  int64_t maxDelayNs() const { return maxDelay_; }
 
  private:
   MonitorConfig c_;
@@ -108,8 +112,9 @@ class SkewMonitor {
   SkewController controller_;
   IterationTracker iter_;
   std::atomic<uint32_t> periodHint_{0};  // applied to iter_ when a window closes
-  // The window's samples, newest last (at most kSamples kept).
-  std::vector<Sample> window_;
+  // The window's symmetric collectives, at seq % kSamples (a slot is filled when its
+  // `symmetric` is set; fill() and absorb() check the seq against the boundary).
+  std::array<Sample, kSamples> window_{};
   uint64_t boundarySeq_;      // the seq that closes the current window
   uint32_t w_;                // the current window's length
   int64_t windowStartNs_ = 0, lastExitNs_ = 0;
@@ -135,6 +140,7 @@ class SkewMonitor {
   int64_t maxDelay_ = 0, windowDelayNs_ = 0;
   std::vector<double> prevLeads_;
   int prevTopLast_ = -1, prevLeast_ = -1;
+  WindowStats lastWindow_;
   SlidingHistogram skewHist_{256}, commHist_{256};
   std::vector<uint64_t> lastCounts_;  // per rank: times last, over all windows
   // absorb()'s working buffers, sized once so that steady state never allocates.
