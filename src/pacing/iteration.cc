@@ -11,6 +11,40 @@ uint32_t signatureOf(uint8_t coll, uint64_t bytes) {
   return (uint32_t(coll) << 8) | log2;
 }
 
+uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p) {
+  if (p == 0) return 0;
+  uint32_t best = p;
+  double bestScore = 1;
+  for (uint32_t k = 1; k <= 8; ++k) {
+    const uint32_t q = k * p;
+    if (q < 2) continue;  // one phase: nothing to single out
+    if (4 * size_t(q) > gaps.size()) break;
+    // Mean gap per phase (gap index i belongs to phase i % q).
+    std::array<double, 8 * 170 + 1> sum{};
+    std::array<uint32_t, 8 * 170 + 1> n{};
+    if (q >= sum.size()) break;
+    for (size_t i = 1; i < gaps.size(); ++i) {
+      sum[i % q] += gaps[i];
+      ++n[i % q];
+    }
+    std::array<double, 8 * 170 + 1> mean{};
+    for (uint32_t j = 0; j < q; ++j) mean[j] = n[j] ? sum[j] / n[j] : 0;
+    const uint32_t top = uint32_t(std::max_element(mean.begin(), mean.begin() + q) - mean.begin());
+    std::array<double, 8 * 170> others{};
+    uint32_t m = 0;
+    for (uint32_t j = 0; j < q; ++j)
+      if (j != top) others[m++] = mean[j];
+    std::nth_element(others.begin(), others.begin() + m / 2, others.begin() + m);
+    const double rest = others[m / 2];
+    const double score = rest > 0 ? mean[top] / rest : (mean[top] > 0 ? 1e9 : 1);
+    if (score > std::max(4.0, 1.5 * bestScore)) {
+      best = q;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
 void IterationTracker::push(uint32_t signature, int64_t arrivalNs, int64_t exitNs) {
   hist_[pushed_ % kHistory] = {signature, arrivalNs, exitNs};
   ++pushed_;
@@ -47,7 +81,15 @@ uint32_t IterationTracker::bestPhase(uint32_t p) const {
 }
 
 int64_t IterationTracker::update() {
-  const uint32_t p = hint_ ? hint_ : detectPeriod();
+  uint32_t p = hint_;
+  if (!p) {
+    p = detectPeriod();
+    const uint64_t have = std::min<uint64_t>(pushed_, kHistory);
+    gaps_.clear();
+    for (uint64_t a = pushed_ - have; a < pushed_; ++a)
+      gaps_.push_back(a == pushed_ - have ? 0.0 : double(hist_[a % kHistory].arrival - hist_[(a - 1) % kHistory].exit));
+    p = refinePeriod(gaps_, p);
+  }
   if (p == 0) return 0;
   const uint32_t phase = bestPhase(p);
   if (p != period_ || phase != phase_) {  // a new pattern: its iterations start afresh

@@ -20,6 +20,15 @@ namespace tempo::pacing {
 // One collective's identity for period detection: its kind and log2 of its size.
 uint32_t signatureOf(uint8_t coll, uint64_t bytes);
 
+// Equal signatures may hide a longer iteration (a loop of two equal buckets repeats with
+// period 1). Given the gaps before each collective (arrival - previous exit; gaps[i]
+// precedes collective i) and the signature period p, returns the multiple k x p (k <= 8)
+// whose phases' mean gaps single out one long gap, the compute phase, most clearly: the
+// longest phase's mean gap must be 4x the median of the others', and a longer candidate
+// must make it stand out 1.5x more than the best shorter one. Returns p when no multiple
+// does (uneven compute phases, say alternating 8 and 12 ms, are not a longer period).
+uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p);
+
 struct IterationSummary {
   uint32_t period = 0;       // collectives per iteration (0: no pattern found yet)
   uint32_t samples = 0;      // iteration times in the statistics below
@@ -31,6 +40,7 @@ class IterationTracker {
   static constexpr uint32_t kHistory = 512;     // signatures kept for the period search
   static constexpr uint32_t kIterations = 64;   // iteration times kept for the statistics
 
+  IterationTracker() { gaps_.reserve(kHistory); }
   void push(uint32_t signature, int64_t arrivalNs, int64_t exitNs);
   // Forces the period (0 returns to inference).
   void setPeriod(uint32_t p) { hint_ = p; }
@@ -42,6 +52,7 @@ class IterationTracker {
  private:
   uint32_t detectPeriod() const;
   uint32_t bestPhase(uint32_t p) const;
+  std::vector<double> gaps_;  // update()'s scratch, kept for its capacity
   struct Entry {
     uint32_t sig;
     int64_t arrival, exit;

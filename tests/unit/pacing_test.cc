@@ -101,6 +101,21 @@ TEST(IterationTracker, CoefficientOfVariationOfAlternatingIterations) {
   EXPECT_EQ(s.p99Ns, 12000000);
 }
 
+TEST(IterationTracker, EqualBucketsAfterOneComputePhaseFormOneIteration) {
+  // Two equal all-reduces per iteration: the signatures repeat every collective, the
+  // compute gap every second one.
+  IterationTracker t;
+  feed(t, {1 << 20, 1 << 20}, 30, [](int) { return 5000000; });
+  t.update();
+  EXPECT_EQ(t.summary().period, 2u);
+  EXPECT_DOUBLE_EQ(t.summary().meanNs, 5000000);
+  // Gaps that do not single out a phase keep the signature period.
+  EXPECT_EQ(refinePeriod(std::vector<double>(64, 100.0), 1), 1u);
+  std::vector<double> gaps;
+  for (int i = 0; i < 64; ++i) gaps.push_back(i % 3 == 0 ? 9000 : 50);
+  EXPECT_EQ(refinePeriod(gaps, 1), 3u);
+}
+
 TEST(IterationTracker, NoPatternNoIterations) {
   IterationTracker t;
   for (int i = 0; i < 50; ++i) t.push(signatureOf(0, uint64_t(1) << (i % 7 + i % 5)), i * 100, i * 100 + 50);

@@ -1,0 +1,75 @@
+// Failure-mode diagnosis from per-rank collective records (reference/pacing.md 1.8).
+//
+// Input: every rank's records of one communicator (as TEMPO_TRACE writes them). Records
+// are matched across ranks by sequence number; for each symmetric collective the
+// duration-based skew of monitor.h applies (transfer = shortest duration, lead = duration
+// - transfer), so no clock synchronisation is needed. Output: the features and a label.
+//
+//   LOCALITY_VARIANCE     one rank is last far above its fair share (3x, at most 75%), in
+//                         3 of 4 windows, and its own compute gap (arrival - previous
+//                         exit) is over 5% longer than the ranks' median: the rank itself
+//                         is slow (F2, F8).
+//   FABRIC_CONTENTION     the transfer itself is inflated or erratic: p50 over the best
+//                         seen > 1.3, or its CoV > 0.2 (F3).
+//   SYNC_AMPLIFICATION    skew is large against the transfer (rho > 0.5) with no
+//                         persistent culprit (last-arriver entropy > 0.8) and a normal
+//                         transfer time (F1, F2, F3).
+//   HEALTHY               none of these.
+// Pure: no I/O. tools/tempo-diagnose reads the traces and writes the reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tempo::pacing {
+
+struct TraceRecord {
+  uint64_t seq = 0;
+  std::string coll;  // "AllReduce", ...
+  uint64_t bytes = 0;
+  int64_t arrival = 0, firstData = 0, exit = 0, delay = 0;
+  int status = 0;
+};
+
+struct RankTrace {
+  int rank = 0;
+  std::string host;
+  std::vector<TraceRecord> records;  // in seq order
+};
+
+enum class FailureMode { Healthy, SyncAmplification, FabricContention, LocalityVariance };
+const char* failureModeName(FailureMode m);
+
+struct Diagnosis {
+  int nranks = 0;
+  size_t collectives = 0, measured = 0;
+  // Iterations (rank 0's arrivals, period inferred from the collective pattern).
+  uint32_t period = 0;
+  std::vector<double> iterationUs;
+  double iterMeanUs = 0, iterCoV = 0, iterP50Us = 0, iterP99Us = 0;
+  // Skew and transfer.
+  std::vector<double> skewUs, transferUs;  // per measured collective
+  double skewP50Us = 0, skewP99Us = 0, transferP50Us = 0, transferP99Us = 0;
+  double rho = 0;                  // F1: p50 skew / p50 transfer
+  double transferInflation = 1;    // F3: p50 / p5 of the transfer time, per (coll, size), weighted
+  double transferCoV = 0;          // F3: robust (interquartile range / 1.349 / median)
+  // Who is late.
+  std::vector<double> lastShare;   // per rank: share of collectives it was last in
+  std::vector<double> meanLeadUs;  // per rank
+  std::vector<double> gapExcess;   // per rank: median compute gap / median of all ranks' (F8)
+  double lastEntropy = 0;          // F2, normalised
+  int topLast = -1;
+  double topLastShare = 0;
+  double topStability = 0;         // share of windows (32 collectives) whose top last is topLast
+  // Per iteration x rank: the rank's lead at the iteration's first collective (us), for
+  // the heat map.
+  std::vector<std::vector<double>> leadByIteration;
+  FailureMode mode = FailureMode::Healthy;
+  std::vector<std::string> evidence;  // human-readable reasons, one per line
+};
+
+// `ranks` must hold one trace per rank of the communicator (any order).
+Diagnosis diagnose(std::vector<RankTrace> ranks);
+
+}  // namespace tempo::pacing

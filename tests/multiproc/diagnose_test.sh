@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# tempo-diagnose end to end: 4 ranks of bench/train_emulator, rank 3 computing 1.5x as
+# long, traced with TEMPO_TRACE; tempo-diagnose must read every rank's trace, name rank 3
+# and label the run "locality variance" (exit 1: a failure mode found), and write a
+# self-contained HTML report (inline SVG, no external assets).
+#
+# usage: diagnose_test.sh <tempo-run> <train_emulator> <tempo-diagnose>
+set -euo pipefail
+run=$1 emu=$2 diag=$3
+dir=$(mktemp -d "${TMPDIR:-/tmp}/diagnose_test.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "diagnose_test: $*" >&2; exit 1; }
+TEMPO_TRACE="$dir/rank%r" "$run" -n 4 --timeout 200 -- "$emu" --modes observe --rounds 1 --warmup 10 --iters 80 \
+  --compute-us 3000 --noise normal:0.05 --straggler 3:1.5 --buckets 2 --bucket-bytes 65536 > "$dir/emu.out" 2>&1 ||
+  { cat "$dir/emu.out"; fail "train_emulator failed"; }
+rc=0
+"$diag" --html "$dir/report.html" "$dir"/rank*.jsonl > "$dir/diag.out" 2>&1 || rc=$?
+cat "$dir/diag.out"
+[ "$rc" = 1 ] || fail "tempo-diagnose exited $rc, expected 1 (a failure mode found)"
+grep -q "diagnosis: locality variance" "$dir/diag.out" || fail "not labelled locality variance"
+grep -qE "rank 3 \([^)]*\) was last" "$dir/diag.out" || fail "rank 3 not named as the last arriver"
+grep -q "<svg" "$dir/report.html" || fail "the HTML report has no SVG"
+! grep -qE "src=|href=|<link|<script" "$dir/report.html" || fail "the HTML report refers to external assets"
+# Bad input: a missing rank is refused with exit 2 and a reason.
+rc=0
+"$diag" "$dir"/rank0.jsonl > "$dir/one.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "give every rank's file" "$dir/one.out" || { cat "$dir/one.out"; fail "a missing rank was not refused"; }
+echo "diagnose_test: OK"
