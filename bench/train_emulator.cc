@@ -204,6 +204,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "train_emulator: no skew telemetry (%s); unset TEMPO_PACING=off\n", ncclGetLastError(comm));
     return 2;
   }
+  // Every bucket follows a compute slice and has the same size, so the pattern of
+  // collectives alone repeats every bucket: tell the library the iteration's length.
+  BENCH_NCCL(tempoCommSetIterationPeriod(comm, o.buckets));
   const size_t elems = o.bucketBytes / sizeof(float);
   std::vector<std::vector<float>> buckets(size_t(o.buckets), std::vector<float>(elems, 1.0f));
   float one = 1, sum = 0;
