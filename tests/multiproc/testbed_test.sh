@@ -22,15 +22,15 @@ check "the switch map names both leaves and the spine" \
   'grep -q "SwitchName=leaf0 Nodes=node\[01-02\]" <<<"$out" && grep -q "SwitchName=leaf1 Nodes=node\[03-04\]" <<<"$out" && grep -q "SwitchName=spine Switches=leaf\[0-1\]" <<<"$out"'
 check "nothing left after a clean run" '[ "$(leftovers)" = 0 ]'
 
-"$testbed" --name "$name" --hosts 2 --leaves 1 -- sh -c '[ "$RANK" = 1 ] && exit 3; sleep 30' > /dev/null 2>&1
+"$testbed" --name "$name" --hosts 2 --leaves 1 -- sh -c '[ "$RANK" = 1 ] && exit 3; sleep 30.25' > /dev/null 2>&1
 rc=$?
 check "the failing rank's exit code (3) comes back" '[ "$rc" = 3 ]'
-check "nothing left after a failure" '[ "$(leftovers)" = 0 ] && ! pgrep -f "sleep 30" > /dev/null'
+check "nothing left after a failure" '[ "$(leftovers)" = 0 ] && ! pgrep -f "sleep 30.25" > /dev/null'
 
-"$testbed" --name "$name" --hosts 2 --leaves 1 --timeout 2 -- sleep 60 > /dev/null 2>&1
+"$testbed" --name "$name" --hosts 2 --leaves 1 --timeout 2 -- sleep 60.25 > /dev/null 2>&1
 rc=$?
 check "a run past --timeout returns 124" '[ "$rc" = 124 ]'
-check "nothing left after a timeout" '[ "$(leftovers)" = 0 ] && ! pgrep -x -f "sleep 60" > /dev/null'
+check "nothing left after a timeout" '[ "$(leftovers)" = 0 ] && ! pgrep -x -f "sleep 60.25" > /dev/null'
 
 logs=$(mktemp -d)
 "$testbed" --name "$name" --hosts 2 --leaves 1 --ranks-per-host 2 --keep-logs "$logs" -- \
