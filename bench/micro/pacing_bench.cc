@@ -21,6 +21,14 @@ MonitorConfig config(int nranks, int window) {
   return c;
 }
 
+// The next collective of a steady stream: 10 us apart, 5 us long, a little jitter.
+Sample next(uint64_t& seq, int64_t& t, int64_t delay) {
+  Sample s{seq, 0, true, 1 << 20, t, t + 5000 + int64_t(seq & 255), delay};
+  ++seq;
+  t += 10000;
+  return s;
+}
+
 // Per collective, with a window closing every 1024 (its fill/absorb included, amortised).
 void BM_PerCollective(benchmark::State& state) {
   SkewMonitor m(config(int(state.range(0)), 1024));
@@ -28,10 +36,7 @@ void BM_PerCollective(benchmark::State& state) {
   uint64_t seq = 0;
   int64_t t = 1000;
   for (auto _ : state) {
-    int64_t d = m.gateDelayNs(0, 1 << 20);
-    Sample s{seq++, 0, true, 1 << 20, t, t + 5000 + (int64_t(seq) & 255), d};
-    t += 10000;
-    if (m.onCollective(s)) {
+    if (m.onCollective(next(seq, t, m.gateDelayNs(0, 1 << 20)))) {
       m.fill(words);
       m.absorb(words);
     }
@@ -47,10 +52,7 @@ void BM_Window(benchmark::State& state) {
   int64_t t = 1000;
   for (auto _ : state) {
     state.PauseTiming();
-    for (bool close = false; !close;) {
-      Sample s{seq++, 0, true, 1 << 20, t, t + 5000 + (int64_t(seq) & 255), 0};
-      t += 10000;
-      close = m.onCollective(s);
+    while (!m.onCollective(next(seq, t, 0))) {
     }
     state.ResumeTiming();
     m.fill(words);
