@@ -57,6 +57,24 @@ int64_t num(const std::string& line, const char* key, bool* ok) {
   return x;
 }
 
+// An optional "key":[a,b,c,d,e] of integers (a TEMPO_TRACE rx_<tier> flow) into `f`;
+// false when the key is present but malformed.
+bool flow(const std::string& line, const char* key, tempo::pacing::TraceFlow* f) {
+  const std::string pat = std::string("\"") + key + "\":[";
+  size_t at = line.find(pat);
+  if (at == std::string::npos) return true;
+  const char* p = line.c_str() + at + pat.size();
+  long long v[5];
+  for (int i = 0; i < 5; ++i) {
+    char* end = nullptr;
+    v[i] = strtoll(p, &end, 10);
+    if (end == p || *end != (i < 4 ? ',' : ']') || v[i] < 0) return false;
+    p = end + 1;
+  }
+  *f = {uint64_t(v[0]), uint64_t(v[1]), uint32_t(v[2]), v[3], v[4]};
+  return true;
+}
+
 struct Comm {
   int nranks = 0;
   std::map<int, RankTrace> ranks;
@@ -111,11 +129,20 @@ bool readTrace(const char* path, std::map<std::string, Comm>& comms) {
       t.exit = num(line, "t_exit", &ok);
       t.delay = num(line, "delay", &ok);
       t.status = int(num(line, "status", &ok));
+      for (size_t k = 0; k < tempo::pacing::kTraceTiers; ++k)
+        ok = flow(line, ("rx_" + std::string(tempo::pacing::kTierNames[k])).c_str(), &t.flows[k]) && ok;
       if (!ok) {
         fprintf(stderr, "tempo-diagnose: %s:%zu: a malformed coll line\n", path, no);
         return false;
       }
       rank->records.push_back(t);
+    } else if (ok && type == "hint") {  // tempoCommSetIterationPeriod; the latest holds
+      const int64_t p = num(line, "period", &ok);
+      if (!rank || !ok || p < 0 || p > INT32_MAX) {
+        fprintf(stderr, "tempo-diagnose: %s:%zu: a malformed hint line\n", path, no);
+        return false;
+      }
+      rank->periodHint = uint32_t(p);
     } else if (!ok) {
       fprintf(stderr, "tempo-diagnose: %s:%zu: not a Tempo trace line (no \"type\")\n", path, no);
       return false;
@@ -138,6 +165,11 @@ void printReport(const std::string& comm, const Diagnosis& d, const std::vector<
   for (size_t r = 0; r < ranks.size() && r < d.lastShare.size(); ++r)
     printf("  %-5d %-16s %10.1f %12.1f %10.2f\n", ranks[r].rank, ranks[r].host.c_str(), 100 * d.lastShare[r],
            d.meanLeadUs[r], d.gapExcess[r]);
+  if (!d.tiers.empty()) {
+    printf("  %-14s %10s %10s %14s %14s\n", "data from tier", "samples", "MB/s p50", "slowdown p50", "slowdown p99");
+    for (const tempo::pacing::TierPace& p : d.tiers)
+      printf("  %-14s %10zu %10.1f %14.2f %14.2f\n", p.tier, p.samples, p.p50MBps, p.slowdownP50, p.slowdownP99);
+  }
   printf("  diagnosis: %s\n", tempo::pacing::failureModeName(d.mode));
   for (const std::string& e : d.evidence) printf("    - %s\n", e.c_str());
 }
@@ -250,6 +282,16 @@ bool writeHtml(const char* path, const std::map<std::string, std::pair<Diagnosis
       out << buf;
     }
     out << "</table>";
+    if (!d.tiers.empty()) {
+      out << "<h2>Data from peers, by topology tier</h2><table><tr><th>tier</th><th>samples</th><th>MB/s p50</th>"
+             "<th>slowdown p50</th><th>slowdown p99</th></tr>";
+      for (const tempo::pacing::TierPace& p : d.tiers) {
+        snprintf(buf, sizeof buf, "<tr><td>%s</td><td>%zu</td><td>%.1f</td><td>%.2f</td><td>%.2f</td></tr>", p.tier,
+                 p.samples, p.p50MBps, p.slowdownP50, p.slowdownP99);
+        out << buf;
+      }
+      out << "</table>";
+    }
   }
   out << "</body></html>\n";
   return bool(out);

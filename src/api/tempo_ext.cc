@@ -94,8 +94,8 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t tempoCommSetItera
       return tempo::fail(Status::InvalidArgument, "tempoCommSetIterationPeriod: %d collectives per iteration",
                          collectives);
     comm::Pin pin;
-    TEMPO_ASSIGN(pacing::SkewMonitor * m, monitorOf(handle, "tempoCommSetIterationPeriod", &pin));
-    m->setIterationPeriod(uint32_t(collectives));
+    TEMPO_TRY(monitorOf(handle, "tempoCommSetIterationPeriod", &pin).status());
+    pin->setIterationPeriod(uint32_t(collectives));
     return Status::Success;
   });
 }

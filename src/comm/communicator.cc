@@ -96,7 +96,10 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   checkMismatch_ = nranks > 1 && param::CheckMismatch();
   TEMPO_TRY(startTelemetry());
   trace_ = TraceWriter::open(param::Trace(), {commHash_, rank, nranks, boot_->peers()[size_t(rank)].hostname});
-  if (trace_) engine_->setRecordSink(trace_.get());
+  if (trace_) {
+    engine_->setRecordSink(trace_.get());
+    engine_->setPeerTiers(peerTier_);
+  }
   tuning_.oversubscribed = localRanks > cores;
   tuning_.scratchBytes = scratch_.size();
   for (auto& ep : endpoints_) tuning_.slowest = std::max(tuning_.slowest, ep->kind());
@@ -589,6 +592,14 @@ Status Communicator::startTelemetry() {
   TEMPO_INFO(log::Init, "comm %p rank %d: skew telemetry %s, windows of %u+ collectives, %d hosts",
              static_cast<void*>(this), rank_, pacing::modeName(mode), c.window, c.controller.nodes);
   return Status::Success;
+}
+
+bool Communicator::setIterationPeriod(uint32_t collectives) {
+  pacing::SkewMonitor* m = skewMonitor();
+  if (!m) return false;
+  m->setIterationPeriod(collectives);
+  if (trace_) trace_->setIterationPeriod(collectives);
+  return true;
 }
 
 uint64_t Communicator::prependFingerprint(engine::Op& op) {

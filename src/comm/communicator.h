@@ -126,6 +126,9 @@ class Communicator : public engine::Liveness {
   engine::Engine& engine() { return *engine_; }
   // The skew monitor (null when TEMPO_PACING=off or before init is done); any thread.
   pacing::SkewMonitor* skewMonitor() const { return monitor_.load(std::memory_order_acquire); }
+  // tempoCommSetIterationPeriod: the monitor's iteration hint, also noted in the trace.
+  // Any thread; false when there is no monitor.
+  bool setIterationPeriod(uint32_t collectives);
   // ncclCommRegister / ncclCommDeregister: a handle for [buff, buff + size), registered
   // with every transport endpoint so that transfers on it name the region (see
   // engine::UserRegions). Handles still held are released with the communicator.
@@ -258,6 +261,7 @@ class Communicator : public engine::Liveness {
   std::vector<int> ring_;
   int ringPos_ = 0;
   std::vector<int> hostOf_;  // each rank's host, numbered 0.. in order of first rank
+  std::vector<engine::Tier> peerTier_;  // each rank's tier as seen from this one (for TEMPO_TRACE)
   bool checkMismatch_ = false;  // TEMPO_CHECK_MISMATCH, read at init
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<engine::Op>> ops_;

@@ -97,10 +97,21 @@ void TraceWriter::onRecord(const engine::OpRecord& r) {
   if (broken_) return;
   const char* name = engine::collName(r.coll);
   const int64_t gate = r.delayNs;
+  if (const uint32_t hint = hint_.load(std::memory_order_relaxed); hint != hintWritten_) {
+    appendf(jsonlBuf_, "{\"type\":\"hint\",\"period\":%u,\"seq\":%" PRIu64 "}\n", hint, r.seq);
+    hintWritten_ = hint;
+  }
   appendf(jsonlBuf_,
           "{\"type\":\"coll\",\"seq\":%" PRIu64 ",\"coll\":\"%s\",\"bytes\":%" PRIu64 ",\"t_arr\":%" PRId64
-          ",\"t_first\":%" PRId64 ",\"t_exit\":%" PRId64 ",\"delay\":%" PRId64 ",\"status\":%d}\n",
+          ",\"t_first\":%" PRId64 ",\"t_exit\":%" PRId64 ",\"delay\":%" PRId64 ",\"status\":%d",
           r.seq, name, r.bytes, r.tEnter, r.tFirstData, r.tExit, gate, int(r.status));
+  for (size_t t = 0; t < engine::kTiers; ++t) {
+    const engine::TierFlow& f = r.flows[t];
+    if (f.msgs)
+      appendf(jsonlBuf_, ",\"rx_%s\":[%" PRIu64 ",%" PRIu64 ",%u,%" PRId64 ",%" PRId64 "]",
+              engine::tierName(engine::Tier(t)), f.bytes, f.paced, f.msgs, f.first, f.last);
+  }
+  jsonlBuf_ += "}\n";
   // Chrome trace timestamps are in microseconds (fractions allowed).
   appendf(jsonBuf_,
           ",\n{\"name\":\"%s\",\"cat\":\"coll\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"

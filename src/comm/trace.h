@@ -8,11 +8,15 @@
 //            collective from arrival to exit, with the pacing gate as a nested event;
 //   P.jsonl  JSON lines: a "comm" line (rank, nranks, host, communicator hash, clock),
 //            then one "coll" line per collective (seq, kind, bytes, arrival, first data,
-//            exit and gate delay in ns of CLOCK_MONOTONIC, status) — what tools read.
+//            exit and gate delay in ns of CLOCK_MONOTONIC, status, and per tier that sent
+//            it data "rx_host"/"rx_leaf"/"rx_fabric": [bytes, bytes after the first
+//            message, messages, first and last message's completion]) — what tools read;
+//            and a "hint" line wherever the application set its iteration length.
 // Lines are buffered and written every 64 KiB and at close, from the engine's thread; a
 // file that cannot be written is reported once (WARN) and tracing stops, the job goes on.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -35,6 +39,10 @@ class TraceWriter final : public engine::RecordSink {
   ~TraceWriter() override;
   void onRecord(const engine::OpRecord& r) override;
   void flush();
+  // The application's iteration length (tempoCommSetIterationPeriod), from any thread:
+  // written as a "hint" line {"type":"hint","period":P,"seq":S} before the next
+  // collective's line (S: that collective's seq), so tools use it, not their inference.
+  void setIterationPeriod(uint32_t collectives) { hint_.store(collectives, std::memory_order_relaxed); }
 
   // The pattern expanded for `who` (exposed for tests).
   static std::string expand(const char* pattern, const TraceIdentity& who);
@@ -47,6 +55,8 @@ class TraceWriter final : public engine::RecordSink {
   std::string jsonBuf_, jsonlBuf_, path_;
   TraceIdentity who_;
   bool broken_ = false;
+  std::atomic<uint32_t> hint_{0};
+  uint32_t hintWritten_ = 0;
 };
 
 }  // namespace tempo::comm

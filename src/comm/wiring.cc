@@ -234,6 +234,15 @@ Status Communicator::buildRing(Deadline deadline) {
   }
   ringPos_ = int(std::find(ring_.begin(), ring_.end(), rank_) - ring_.begin());
   hostOf_ = loc.hosts();
+  // Tiers: the same host, else the same leaf switch (the level above the host, when a
+  // switch map names one), else the fabric.
+  const int leafLevel = map && loc.levels() > loc.hostLevel + 1 ? loc.hostLevel + 1 : -1;
+  peerTier_.assign(size_t(nranks_), engine::Tier::Fabric);
+  for (int p = 0; p < nranks_; ++p) {
+    if (hostOf_[size_t(p)] == hostOf_[size_t(rank_)]) peerTier_[size_t(p)] = engine::Tier::Host;
+    else if (leafLevel >= 0 && loc.group[size_t(leafLevel)][size_t(p)] == loc.group[size_t(leafLevel)][size_t(rank_)])
+      peerTier_[size_t(p)] = engine::Tier::Leaf;
+  }
   std::vector<int> perHost;
   for (int h : hostOf_) {
     if (size_t(h) >= perHost.size()) perHost.resize(size_t(h) + 1, 0);

@@ -53,6 +53,27 @@ const char* collName(CollKind k) {
   return "?";
 }
 
+const char* tierName(Tier t) {
+  switch (t) {
+    case Tier::Host: return "host";
+    case Tier::Leaf: return "leaf";
+    case Tier::Fabric: return "fabric";
+  }
+  return "?";
+}
+
+void Engine::noteReceived(OpRecord& r, int peer, uint64_t bytes) {
+  if (r.tFirstData && peerTier_.empty()) return;  // the common case: one test, no clock read
+  const int64_t now = nowNs();
+  if (!r.tFirstData) r.tFirstData = now;
+  if (peerTier_.empty()) return;
+  TierFlow& f = r.flows[size_t(peerTier_[size_t(peer)])];
+  if (f.msgs++ == 0) f.first = now;
+  else f.paced += bytes;
+  f.bytes += bytes;
+  f.last = now;
+}
+
 Engine::Engine(int rank, int nranks, std::vector<std::vector<transport::Endpoint*>> rails,
                std::vector<transport::Endpoint*> endpoints, std::span<std::byte> scratch,
                Liveness* liveness)
@@ -136,7 +157,7 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       // Round 0's Check has run (advance waits for it) and vouched for the count.
       if (op.carried == int64_t(s.bytes)) {
         memcpy(resolve(op, s.dst), resolve(op, s.src), s.bytes);
-        if (!op.record.tFirstData) op.record.tFirstData = nowNs();
+        if (!op.record.tFirstData) op.record.tFirstData = nowNs();  // its bytes were counted with the message
         break;
       }
       [[fallthrough]];  // the sender sent it on its own
@@ -258,7 +279,7 @@ int Engine::advance(Op& op) {
                                  rank_, req.bytes, s.peer, (unsigned long)s.bytes, (unsigned long)op.seq));
           break;
         }
-        if (!op.record.tFirstData) op.record.tFirstData = nowNs();
+        noteReceived(op.record, s.peer, req.bytes);
       }
       op.state[i] = kDone;
       ++work;

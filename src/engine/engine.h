@@ -55,6 +55,23 @@ enum class CollKind : uint8_t {
 };
 const char* collName(CollKind k);
 
+// Where a peer sits relative to this rank (pacing.md 1.8, F5): on the same host, under
+// the same leaf switch, or beyond it (across the spine; with no switch map, any other
+// host).
+enum class Tier : uint8_t { Host = 0, Leaf, Fabric };
+inline constexpr size_t kTiers = 3;
+const char* tierName(Tier t);  // "host", "leaf", "fabric"
+
+// The data one collective received from one tier's peers: bytes and messages, the
+// completion times of the first and last message, and the bytes that arrived after the
+// first (so that paced / (last - first) is the rate at which that tier delivered once it
+// flowed). All 0 when nothing came from the tier.
+struct TierFlow {
+  uint64_t bytes = 0, paced = 0;
+  uint32_t msgs = 0;
+  int64_t first = 0, last = 0;
+};
+
 // What the engine records about every collective (skew measurement builds on this).
 struct OpRecord {
   uint64_t seq = 0;
@@ -66,6 +83,7 @@ struct OpRecord {
   Status status = Status::Success;
   uint32_t registeredTransfers = 0;  // transfers on user buffers that named a UserRegions region
   int64_t delayNs = 0;     // pacing: the entry gate held the op this long after tEnter
+  std::array<TierFlow, kTiers> flows{};  // receives by tier (only with setPeerTiers)
 };
 
 // A bounded ring of the most recent records. One writer (the engine); readers take
@@ -223,6 +241,10 @@ class Engine {
   pacing::SkewMonitor* monitor() const { return monitor_.get(); }
   // Every record also goes to `sink` (null: none); it must outlive the engine's ops.
   void setRecordSink(RecordSink* sink) { sink_ = sink; }
+  // Each rank's tier as seen from this one (tiers[rank] is ignored). With tiers, every
+  // receive is accounted in its op's record.flows, at the cost of a clock read per
+  // message; empty (the default) turns the accounting off.
+  void setPeerTiers(std::vector<Tier> tiers) { peerTier_ = std::move(tiers); }
   // Nanoseconds until the earliest gate of an active op opens (0: none is gated).
   int64_t gateRemainingNs(int64_t now) const;
 
@@ -283,6 +305,9 @@ class Engine {
   uint32_t scanGen_ = 0;
   RecordRing records_;
   RecordSink* sink_ = nullptr;
+  std::vector<Tier> peerTier_;
+  // A receive of `bytes` from `peer` completed now: tFirstData, and its tier's flow.
+  void noteReceived(OpRecord& r, int peer, uint64_t bytes);
   void pushRecord(const OpRecord& r) {
     records_.push(r);
     if (sink_) sink_->onRecord(r);

@@ -108,6 +108,9 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
   }
   for (const auto& [p, n] : periods)
     if (d.period == 0 || n > periods[d.period]) d.period = p;
+  // The application knows better (equal buckets after equal compute slices repeat every
+  // bucket): its declared period wins.
+  if (ranks[0].periodHint) d.period = ranks[0].periodHint;
   std::vector<size_t> starts;  // indices into `own`
   if (d.period > 0 && own.size() > d.period) {
     std::vector<double> gap(d.period, 0);
@@ -231,6 +234,35 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
   // Heat map: each rank's lead at each iteration's first collective.
   for (const Measured* m : judged) d.leadByIteration.push_back(m->lead);
 
+  // F5: per tier, the rate each rank's peers of that tier delivered at in each collective,
+  // against the best seen for the same (collective, size).
+  for (size_t t = 0; t < kTraceTiers; ++t) {
+    std::map<std::pair<std::string, uint64_t>, std::vector<double>> nsPerByte;
+    for (const RankTrace& rt : ranks)
+      for (const TraceRecord& rec : rt.records) {
+        const TraceFlow& f = rec.flows[t];
+        if (rec.status == 0 && f.msgs >= 2 && f.paced > 0 && f.last > f.first)
+          nsPerByte[{rec.coll, rec.bytes}].push_back(double(f.last - f.first) / double(f.paced));
+      }
+    std::vector<double> pooled, slowdown;
+    for (const auto& [key, v] : nsPerByte) {
+      pooled.insert(pooled.end(), v.begin(), v.end());
+      if (v.size() < 8) continue;
+      const double best = quantile(v, 0.05);
+      for (double x : v) slowdown.push_back(x / best);
+    }
+    if (pooled.empty()) continue;
+    TierPace p;
+    p.tier = kTierNames[t];
+    p.samples = pooled.size();
+    p.p50MBps = 1e3 / quantile(pooled, 0.5);
+    if (!slowdown.empty()) {
+      p.slowdownP50 = quantile(slowdown, 0.5);
+      p.slowdownP99 = quantile(slowdown, 0.99);
+    }
+    d.tiers.push_back(p);
+  }
+
   // Classification (v0 thresholds of pacing.md 1.8).
   const double fair = 1.0 / double(N);
   const double lastThreshold = std::min(3 * fair, 0.75);
@@ -248,6 +280,24 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
                               100 * d.topStability, d.lastEntropy));
   d.evidence.push_back(format("its compute gap is %.2fx the ranks' median", d.gapExcess[size_t(d.topLast)]));
   d.evidence.push_back(format("transfer time p50 / best %.2f, CoV %.2f", d.transferInflation, d.transferCoV));
+  if (!d.tiers.empty()) {
+    std::string rates;
+    const TierPace* slowest = &d.tiers[0];
+    for (const TierPace& p : d.tiers) {
+      rates += format("%s%s %.0f MB/s, %.2fx/%.2fx", rates.empty() ? "" : "; ", p.tier, p.p50MBps, p.slowdownP50,
+                      p.slowdownP99);
+      if (p.slowdownP50 > slowest->slowdownP50) slowest = &p;
+    }
+    d.evidence.push_back("data from peers by tier (p50 rate; slowdown p50/p99 against its best): " + rates);
+    // Place contention on a tier when one stands out from the others.
+    double others = 0;
+    for (const TierPace& p : d.tiers)
+      if (&p != slowest) others = std::max(others, p.slowdownP50);
+    if (fabric && d.tiers.size() > 1 && slowest->slowdownP50 > 1.3 && slowest->slowdownP50 > 1.25 * others)
+      d.evidence.push_back(format("the %s tier's peers deliver %.2fx slower than their best, the other tiers' at most "
+                                  "%.2fx: the slowdown is on that tier",
+                                  slowest->tier, slowest->slowdownP50, others));
+  }
   d.mode = locality ? FailureMode::LocalityVariance
            : fabric ? FailureMode::FabricContention
            : sync   ? FailureMode::SyncAmplification

@@ -15,14 +15,27 @@
 //                         persistent culprit (last-arriver entropy > 0.8) and a normal
 //                         transfer time (F1, F2, F3).
 //   HEALTHY               none of these.
+// With per-tier receive flows in the records (F5), the evidence also says which tier's
+// peers delivered slower than their best, so fabric contention can be placed on a tier.
 // Pure: no I/O. tools/tempo-diagnose reads the traces and writes the reports.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace tempo::pacing {
+
+// What one collective received from one tier's peers (TEMPO_TRACE's rx_<tier>): bytes,
+// bytes after the first message, messages, and the first and last message's completion.
+struct TraceFlow {
+  uint64_t bytes = 0, paced = 0;
+  uint32_t msgs = 0;
+  int64_t first = 0, last = 0;
+};
+inline constexpr size_t kTraceTiers = 3;
+inline constexpr const char* kTierNames[kTraceTiers] = {"host", "leaf", "fabric"};
 
 struct TraceRecord {
   uint64_t seq = 0;
@@ -30,11 +43,23 @@ struct TraceRecord {
   uint64_t bytes = 0;
   int64_t arrival = 0, firstData = 0, exit = 0, delay = 0;
   int status = 0;
+  std::array<TraceFlow, kTraceTiers> flows{};  // by tier: host, leaf, fabric
+};
+
+// F5: how fast one tier's peers delivered data once it flowed (bytes after the first
+// message over the time to the last), per rank and collective; its median, and its
+// slowdown against the best seen for the same collective and size (time per byte over
+// that group's 5th percentile, at p50 and p99).
+struct TierPace {
+  const char* tier = "";
+  size_t samples = 0;
+  double p50MBps = 0, slowdownP50 = 1, slowdownP99 = 1;
 };
 
 struct RankTrace {
   int rank = 0;
   std::string host;
+  uint32_t periodHint = 0;  // collectives per iteration the application declared (0: none)
   std::vector<TraceRecord> records;  // in seq order
 };
 
@@ -65,6 +90,7 @@ struct Diagnosis {
   // Per iteration x rank: the rank's lead at the iteration's first collective (us), for
   // the heat map.
   std::vector<std::vector<double>> leadByIteration;
+  std::vector<TierPace> tiers;     // F5: the tiers the traces saw data from, in tier order
   FailureMode mode = FailureMode::Healthy;
   std::vector<std::string> evidence;  // human-readable reasons, one per line
 };

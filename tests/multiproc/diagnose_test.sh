@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # tempo-diagnose end to end: 4 ranks of bench/train_emulator, rank 3 computing 1.5x as
 # long, traced with TEMPO_TRACE; tempo-diagnose must read every rank's trace, name rank 3
-# and label the run "locality variance" (exit 1: a failure mode found), and write a
+# and label the run "locality variance" (exit 1: a failure mode found), give the rate of
+# the data from each topology tier that sent any, and write a
 # self-contained HTML report (inline SVG, no external assets).
 #
 # usage: diagnose_test.sh <tempo-run> <train_emulator> <tempo-diagnose>
 set -euo pipefail
 run=$1 emu=$2 diag=$3
+here=$(cd "$(dirname "$0")" && pwd)
+fixtures=$here/../fixtures
 dir=$(mktemp -d "${TMPDIR:-/tmp}/diagnose_test.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "diagnose_test: $*" >&2; exit 1; }
-TEMPO_TRACE="$dir/rank%r" "$run" -n 4 --timeout 200 -- "$emu" --modes observe --rounds 1 --warmup 10 --iters 80 \
+# The ranks sit on 4 emulated hosts, round-robin over the 2 leaves of a switch map, so
+# that data comes from peers of two tiers (leaf and fabric).
+TEMPO_TOPO_FILE="$fixtures/slurm/two-level.conf" TEMPO_TRACE="$dir/rank%r" \
+  "$run" -n 4 --timeout 200 -- "$here/round_robin_hosts.sh" "$emu" --modes observe --rounds 1 --warmup 10 --iters 80 \
   --compute-us 3000 --noise normal:0.05 --straggler 3:1.5 --buckets 2 --bucket-bytes 65536 > "$dir/emu.out" 2>&1 ||
   { cat "$dir/emu.out"; fail "train_emulator failed"; }
 rc=0
@@ -19,6 +25,11 @@ cat "$dir/diag.out"
 [ "$rc" = 1 ] || fail "tempo-diagnose exited $rc, expected 1 (a failure mode found)"
 grep -q "diagnosis: locality variance" "$dir/diag.out" || fail "not labelled locality variance"
 grep -qE "rank 3 \([^)]*\) was last" "$dir/diag.out" || fail "rank 3 not named as the last arriver"
+# Two equal buckets repeat every bucket; the emulator declares 2 per iteration
+# (tempoCommSetIterationPeriod), the trace carries it, and the report counts by it.
+grep -qE "iterations: [0-9]+ of 2 collectives" "$dir/diag.out" || fail "the declared iteration period was not used"
+grep -qE "^  leaf +[0-9]+ " "$dir/diag.out" && grep -qE "^  fabric +[0-9]+ " "$dir/diag.out" ||
+  fail "no rates for the leaf and fabric tiers"
 grep -q "<svg" "$dir/report.html" || fail "the HTML report has no SVG"
 ! grep -qE "src=|href=|<link|<script" "$dir/report.html" || fail "the HTML report refers to external assets"
 # Bad input: a missing rank is refused with exit 2 and a reason.

@@ -114,5 +114,46 @@ TEST(Diagnose, FindsTheIterationAndTheStraggler) {
   EXPECT_EQ(d.leadByIteration.size(), 200u);
 }
 
+TEST(Diagnose, TheApplicationsDeclaredPeriodWins) {
+  std::vector<RankTrace> t = generate({FailureMode::Healthy, 4, 5000, 0.02, -1, 1, 1500, 0.03, 4});
+  t[0].periodHint = 6;  // two iterations of 3 collectives, say
+  const Diagnosis d = diagnose(t);
+  EXPECT_EQ(d.period, 6u);
+  EXPECT_EQ(d.iterationUs.size(), 99u);
+}
+
+// F5: with per-tier receive flows in the records, the report gives each tier's delivery
+// rate and slowdown, and places a slowdown on the tier where it is.
+TEST(Diagnose, PlacesATransferSlowdownOnItsTier) {
+  Scenario s{FailureMode::FabricContention, 8, 5000, 0.02, -1, 1, 1500, 0.5, 3};
+  std::vector<RankTrace> traces = generate(s);
+  EXPECT_TRUE(diagnose(traces).tiers.empty()) << "no flows recorded, no tier table";
+  // Every rank receives 8 messages from a peer under its leaf at 1 ns per byte (3% jitter)
+  // and 8 from one across the spine, which is twice as slow in 3 collectives of 4.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> z(0, 1);
+  for (RankTrace& t : traces)
+    for (TraceRecord& rec : t.records) {
+      const uint64_t half = rec.bytes / 2, paced = half - half / 8;
+      const double leafNs = double(paced) * (1 + 0.03 * z(rng));
+      const double fabricNs = double(paced) * (1 + 0.03 * z(rng)) * (rec.seq % 4 ? 2.0 : 1.0);
+      rec.flows[1] = {half, paced, 8, rec.arrival, rec.arrival + int64_t(leafNs)};
+      rec.flows[2] = {half, paced, 8, rec.arrival, rec.arrival + int64_t(fabricNs)};
+    }
+  const Diagnosis d = diagnose(traces);
+  EXPECT_EQ(d.mode, FailureMode::FabricContention);
+  ASSERT_EQ(d.tiers.size(), 2u) << "the host tier sent nothing and is left out";
+  EXPECT_STREQ(d.tiers[0].tier, "leaf");
+  EXPECT_STREQ(d.tiers[1].tier, "fabric");
+  EXPECT_EQ(d.tiers[1].samples, 8u * 600u);
+  EXPECT_NEAR(d.tiers[0].p50MBps, 1000, 50) << "1 ns per byte is 1000 MB/s";
+  EXPECT_LT(d.tiers[0].slowdownP50, 1.1);
+  EXPECT_GT(d.tiers[1].slowdownP50, 1.3);
+  EXPECT_GT(d.tiers[1].slowdownP99, 1.8);
+  bool placed = false;
+  for (const std::string& e : d.evidence) placed |= e.find("the fabric tier's peers deliver") != std::string::npos;
+  EXPECT_TRUE(placed) << "the evidence names the fabric tier";
+}
+
 }  // namespace
 }  // namespace tempo::pacing

@@ -34,8 +34,10 @@ TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
     r.tEnter = 1000;
     r.tExit = 5000;
     w->onRecord(r);
+    w->setIterationPeriod(2);
     r.seq = 1;
     r.delayNs = 700;
+    r.flows[size_t(engine::Tier::Fabric)] = {8192, 6144, 4, 2000, 4500};
     w->onRecord(r);
   }
   auto slurp = [](const std::string& path) {
@@ -50,6 +52,11 @@ TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
   EXPECT_NE(lines.find("\"seq\":0,\"coll\":\"AllReduce\",\"bytes\":4096,\"t_arr\":1000,\"t_first\":0,\"t_exit\":5000,\"delay\":0"),
             std::string::npos);
   EXPECT_NE(lines.find("\"seq\":1,"), std::string::npos);
+  EXPECT_NE(lines.find("\"delay\":700,\"status\":0,\"rx_fabric\":[8192,6144,4,2000,4500]}\n"), std::string::npos)
+      << "a tier that sent data has its flow; the others none";
+  EXPECT_EQ(lines.find("rx_host"), std::string::npos);
+  EXPECT_NE(lines.find("\n{\"type\":\"hint\",\"period\":2,\"seq\":1}\n{\"type\":\"coll\",\"seq\":1,"), std::string::npos)
+      << "the declared period comes before the first collective it was known at";
   EXPECT_NE(events.find("\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":1.000,\"dur\":4.000"), std::string::npos);
   EXPECT_NE(events.find("\"name\":\"pacing gate\""), std::string::npos) << "the gated collective shows its gate";
   EXPECT_EQ(events.substr(events.size() - 3), "]}\n");
