@@ -60,6 +60,7 @@ struct Plan {
   uint32_t window = 64;      // how many steps ahead of the oldest unfinished one may start
   uint64_t scratchBytes = 0; // scratch this plan needs
   uint32_t carriedRecv = kNoDep;  // the RecvCarried step, if any (prependFingerprint)
+  const char* algorithm = "";  // a static name for records and traces: "ring", "tree", ...
   std::vector<uint32_t> work;  // planner scratch (kept for its capacity)
   std::vector<Step> spare;     // likewise, for building a plan's steps anew
 
@@ -68,6 +69,7 @@ struct Plan {
     window = 64;
     scratchBytes = 0;
     carriedRecv = kNoDep;
+    algorithm = "";
   }
   uint32_t add(const Step& s) {
     steps.push_back(s);

@@ -446,20 +446,23 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
         c.chunkBytes = choice.chunkBytes;
         algo::planRingChannels(algo::RingColl::AllReduce, c, tune::ringChannels(bytes, tuning_), out);
       }
-      TEMPO_TRACE(log::Tuning, "AllReduce %lu bytes: %s, chunk %lu", (unsigned long)bytes,
-                  tune::candidateName({choice.algo, choice.leaders, 0}), (unsigned long)choice.chunkBytes);
+      out.algorithm = tune::candidateName({choice.algo, choice.leaders, 0});
+      TEMPO_TRACE(log::Tuning, "AllReduce %lu bytes: %s, chunk %lu", (unsigned long)bytes, out.algorithm,
+                  (unsigned long)choice.chunkBytes);
       break;
     }
     case CollKind::Broadcast: {
       const tune::BroadcastAlgo algo = tune::broadcast(bytes, tuning_);
       if (algo == tune::BroadcastAlgo::Tree) algo::planTreeBroadcast(c, out);
       else algo::planChainBroadcast(c, out);
+      out.algorithm = tune::algoName(algo);
       TEMPO_TRACE(log::Tuning, "Broadcast %lu bytes: %s, chunk %lu", (unsigned long)bytes, tune::algoName(algo),
                   (unsigned long)c.chunkBytes);
       break;
     }
     case CollKind::Reduce:
       algo::planChainReduce(c, out);
+      out.algorithm = "chain";
       break;
     case CollKind::AllGather:
     case CollKind::ReduceScatter: {
@@ -468,13 +471,16 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
       c.chunkBytes = tune::ringChunk(bytes / uint64_t(channels), tuning_);
       algo::planRingChannels(a.coll == CollKind::AllGather ? algo::RingColl::AllGather : algo::RingColl::ReduceScatter,
                              c, channels, out);
+      out.algorithm = "ring";
       break;
     }
     case CollKind::Gather:
       algo::planGather(c, out);
+      out.algorithm = "direct";
       break;
     case CollKind::Scatter:
       algo::planScatter(c, out);
+      out.algorithm = "direct";
       break;
     case CollKind::AllToAll:
     case CollKind::AllToAllv: {
@@ -497,6 +503,7 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
         v.recvDispls = {a.recvDispls, n};
       }
       algo::planAllToAllv(v, out);
+      out.algorithm = "pairwise";
       break;
     }
     case CollKind::SendRecv:
@@ -640,6 +647,7 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
   engine::Op* op = takeOp(first, total);
   op->planKey = {};
   op->plan.clear();
+  op->plan.algorithm = "p2p";
   if (p2pSent_.empty()) {
     p2pSent_.assign(size_t(nranks_), 0);
     p2pReceived_.assign(size_t(nranks_), 0);

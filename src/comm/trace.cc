@@ -102,9 +102,9 @@ void TraceWriter::onRecord(const engine::OpRecord& r) {
     hintWritten_ = hint;
   }
   appendf(jsonlBuf_,
-          "{\"type\":\"coll\",\"seq\":%" PRIu64 ",\"coll\":\"%s\",\"bytes\":%" PRIu64 ",\"t_arr\":%" PRId64
+          "{\"type\":\"coll\",\"seq\":%" PRIu64 ",\"coll\":\"%s\",\"algo\":\"%s\",\"bytes\":%" PRIu64 ",\"t_arr\":%" PRId64
           ",\"t_first\":%" PRId64 ",\"t_exit\":%" PRId64 ",\"delay\":%" PRId64 ",\"status\":%d",
-          r.seq, name, r.bytes, r.tEnter, r.tFirstData, r.tExit, gate, int(r.status));
+          r.seq, name, r.algorithm, r.bytes, r.tEnter, r.tFirstData, r.tExit, gate, int(r.status));
   for (size_t t = 0; t < engine::kTiers; ++t) {
     const engine::TierFlow& f = r.flows[t];
     if (f.msgs)
@@ -115,8 +115,8 @@ void TraceWriter::onRecord(const engine::OpRecord& r) {
   // Chrome trace timestamps are in microseconds (fractions allowed).
   appendf(jsonBuf_,
           ",\n{\"name\":\"%s\",\"cat\":\"coll\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
-          "\"args\":{\"seq\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"gate_us\":%.3f,\"status\":%d}}",
-          name, who_.rank, double(r.tEnter) / 1e3, double(r.tExit - r.tEnter) / 1e3, r.seq, r.bytes,
+          "\"args\":{\"seq\":%" PRIu64 ",\"algo\":\"%s\",\"bytes\":%" PRIu64 ",\"gate_us\":%.3f,\"status\":%d}}",
+          name, who_.rank, double(r.tEnter) / 1e3, double(r.tExit - r.tEnter) / 1e3, r.seq, r.algorithm, r.bytes,
           double(gate) / 1e3, int(r.status));
   if (gate > 0)
     appendf(jsonBuf_, ",\n{\"name\":\"pacing gate\",\"cat\":\"pacing\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f}",

@@ -123,6 +123,7 @@ Status Engine::submit(Op& op) {
   op.record.seq = op.seq;
   op.record.bytes = op.payloadBytes;
   op.record.coll = op.coll;
+  op.record.algorithm = op.plan.algorithm;
   queue_.push_back(&op);
   if (queue_.size() == 1) activate(op);
   return Status::Success;

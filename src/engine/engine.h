@@ -80,6 +80,7 @@ struct OpRecord {
   int64_t tExit = 0;       // last step done
   uint64_t bytes = 0;      // user payload bytes (count x type size)
   CollKind coll = CollKind::AllReduce;
+  const char* algorithm = "";  // the plan's (static) name
   Status status = Status::Success;
   uint32_t registeredTransfers = 0;  // transfers on user buffers that named a UserRegions region
   int64_t delayNs = 0;     // pacing: the entry gate held the op this long after tEnter

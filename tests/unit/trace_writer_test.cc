@@ -31,6 +31,7 @@ TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
     engine::OpRecord r;
     r.seq = 0;
     r.bytes = 4096;
+    r.algorithm = "ring";
     r.tEnter = 1000;
     r.tExit = 5000;
     w->onRecord(r);
@@ -49,7 +50,7 @@ TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
   const std::string lines = slurp(stem + ".jsonl"), events = slurp(stem + ".json");
   EXPECT_NE(lines.find("{\"type\":\"comm\",\"version\":1,\"comm\":\"0000000000001234\",\"rank\":1,\"nranks\":2,\"host\":\"hostA\""),
             std::string::npos);
-  EXPECT_NE(lines.find("\"seq\":0,\"coll\":\"AllReduce\",\"bytes\":4096,\"t_arr\":1000,\"t_first\":0,\"t_exit\":5000,\"delay\":0"),
+  EXPECT_NE(lines.find("\"seq\":0,\"coll\":\"AllReduce\",\"algo\":\"ring\",\"bytes\":4096,\"t_arr\":1000,\"t_first\":0,\"t_exit\":5000,\"delay\":0"),
             std::string::npos);
   EXPECT_NE(lines.find("\"seq\":1,"), std::string::npos);
   EXPECT_NE(lines.find("\"delay\":700,\"status\":0,\"rx_fabric\":[8192,6144,4,2000,4500]}\n"), std::string::npos)
