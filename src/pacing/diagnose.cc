@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <random>
 
 #include "src/pacing/iteration.h"
 
@@ -231,6 +232,49 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
   d.gapExcess.assign(N, 1);
   for (size_t r = 0; r < N; ++r) d.gapExcess[r] = typical > 0 ? medians[r] / typical : 1;
 
+  // F4: arrival spread within random subsets of n ranks, against sqrt(2 ln n).
+  if (N >= 4 && !judged.empty()) {
+    std::vector<int> sizes;
+    for (size_t n = 2; n < N; n = n < 4 ? n + 1 : 2 * n) sizes.push_back(int(n));  // 2, 3, 4, 8, ...
+    sizes.push_back(int(N));
+    std::mt19937_64 rng(1);  // deterministic: the same traces give the same report
+    std::vector<size_t> order(N);
+    for (int n : sizes) {
+      double sum = 0;
+      size_t count = 0;
+      for (const Measured* m : judged)
+        for (int draw = 0; draw < (size_t(n) == N ? 1 : 8); ++draw) {
+          for (size_t i = 0; i < N; ++i) order[i] = i;
+          // A partial Fisher-Yates shuffle picks the subset.
+          double lo = 1e300, hi = -1e300;
+          for (size_t i = 0; i < size_t(n); ++i) {
+            std::swap(order[i], order[i + rng() % (N - i)]);
+            lo = std::min(lo, m->lead[order[i]]);
+            hi = std::max(hi, m->lead[order[i]]);
+          }
+          sum += hi - lo;
+          ++count;
+        }
+      d.skewBySize.emplace_back(n, sum / double(count));
+    }
+    // Least squares on x = sqrt(2 ln n).
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
+    const double k = double(d.skewBySize.size());
+    for (const auto& [n, y] : d.skewBySize) {
+      const double x = std::sqrt(2 * std::log(double(n)));
+      sx += x, sy += y, sxx += x * x, sxy += x * y, syy += y * y;
+    }
+    const double vx = sxx - sx * sx / k, vy = syy - sy * sy / k, cxy = sxy - sx * sy / k;
+    if (vx > 0) {
+      d.growthSlopeUs = cxy / vx;
+      d.growthInterceptUs = (sy - d.growthSlopeUs * sx) / k;
+      d.growthR2 = vy > 0 ? cxy * cxy / (vx * vy) : 1;
+      auto at = [&](double n) { return d.growthInterceptUs + d.growthSlopeUs * std::sqrt(2 * std::log(n)); };
+      d.skewAt2NUs = at(2.0 * double(N));
+      d.skewAt4NUs = at(4.0 * double(N));
+    }
+  }
+
   // Heat map: each rank's lead at each iteration's first collective.
   for (const Measured* m : judged) d.leadByIteration.push_back(m->lead);
 
@@ -280,6 +324,21 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
                               100 * d.topStability, d.lastEntropy));
   d.evidence.push_back(format("its compute gap is %.2fx the ranks' median", d.gapExcess[size_t(d.topLast)]));
   d.evidence.push_back(format("transfer time p50 / best %.2f, CoV %.2f", d.transferInflation, d.transferCoV));
+  d.mode = locality ? FailureMode::LocalityVariance
+           : fabric ? FailureMode::FabricContention
+           : sync   ? FailureMode::SyncAmplification
+                    : FailureMode::Healthy;
+  if (!d.skewBySize.empty()) {
+    std::string bySize;
+    for (const auto& [n, y] : d.skewBySize) bySize += format("%s%d: %.0f", bySize.empty() ? "" : ", ", n, y);
+    d.evidence.push_back(format("skew by group size (us) %s; against sqrt(2 ln n): slope %.0f us, R^2 %.2f, so about "
+                                "%.0f us at %d ranks and %.0f us at %d if the noise stays the same%s",
+                                bySize.c_str(), d.growthSlopeUs, d.growthR2, d.skewAt2NUs, 2 * d.nranks, d.skewAt4NUs,
+                                4 * d.nranks,
+                                d.mode == FailureMode::LocalityVariance
+                                    ? " (a persistent straggler's lead does not follow that law)"
+                                    : ""));
+  }
   if (!d.tiers.empty()) {
     std::string rates;
     const TierPace* slowest = &d.tiers[0];
@@ -293,15 +352,12 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
     double others = 0;
     for (const TierPace& p : d.tiers)
       if (&p != slowest) others = std::max(others, p.slowdownP50);
-    if (fabric && d.tiers.size() > 1 && slowest->slowdownP50 > 1.3 && slowest->slowdownP50 > 1.25 * others)
+    if (d.mode == FailureMode::FabricContention && d.tiers.size() > 1 && slowest->slowdownP50 > 1.3 &&
+        slowest->slowdownP50 > 1.25 * others)
       d.evidence.push_back(format("the %s tier's peers deliver %.2fx slower than their best, the other tiers' at most "
                                   "%.2fx: the slowdown is on that tier",
                                   slowest->tier, slowest->slowdownP50, others));
   }
-  d.mode = locality ? FailureMode::LocalityVariance
-           : fabric ? FailureMode::FabricContention
-           : sync   ? FailureMode::SyncAmplification
-                    : FailureMode::Healthy;
   return d;
 }
 

@@ -15,6 +15,8 @@
 //                         persistent culprit (last-arriver entropy > 0.8) and a normal
 //                         transfer time (F1, F2, F3).
 //   HEALTHY               none of these.
+// The evidence also gives F4, how skew grows with the size of the group (the law that
+// says what the same noise costs at more ranks).
 // With per-tier receive flows in the records (F5), the evidence also says which tier's
 // peers delivered slower than their best, so fabric contention can be placed on a tier.
 // Pure: no I/O. tools/tempo-diagnose reads the traces and writes the reports.
@@ -91,6 +93,14 @@ struct Diagnosis {
   // the heat map.
   std::vector<std::vector<double>> leadByIteration;
   std::vector<TierPace> tiers;     // F5: the tiers the traces saw data from, in tier order
+  // F4: skew against group size. For subsets of n ranks (n = 2, 3, 4, 8, ..., and N) drawn
+  // at random in every judged collective, the mean arrival spread within the subset,
+  // regressed on sqrt(2 ln n) (the expected maximum of n Gaussians grows so): slope,
+  // intercept and R^2, and the skew that law predicts at 2N and 4N ranks. Empty below 4
+  // ranks.
+  std::vector<std::pair<int, double>> skewBySize;  // (n, mean spread in us)
+  double growthSlopeUs = 0, growthInterceptUs = 0, growthR2 = 0;
+  double skewAt2NUs = 0, skewAt4NUs = 0;
   FailureMode mode = FailureMode::Healthy;
   std::vector<std::string> evidence;  // human-readable reasons, one per line
 };

@@ -114,6 +114,23 @@ TEST(Diagnose, FindsTheIterationAndTheStraggler) {
   EXPECT_EQ(d.leadByIteration.size(), 200u);
 }
 
+// F4: under iid noise the arrival spread of n ranks grows like sqrt(2 ln n) (the expected
+// maximum of n Gaussians), so the fit is close and extrapolates upward.
+TEST(Diagnose, SkewGrowsWithGroupSizeAsTheGaussianMaximumLaw) {
+  const Diagnosis d = diagnose(generate({FailureMode::SyncAmplification, 16, 5000, 0.25, -1, 1, 1000, 0.03, 7}));
+  ASSERT_EQ(d.skewBySize.size(), 5u) << "n = 2, 3, 4, 8 and 16";
+  EXPECT_EQ(d.skewBySize.front().first, 2);
+  EXPECT_EQ(d.skewBySize.back().first, 16);
+  for (size_t i = 1; i < d.skewBySize.size(); ++i) EXPECT_GT(d.skewBySize[i].second, d.skewBySize[i - 1].second);
+  EXPECT_GT(d.growthR2, 0.97);
+  // The range of n normals: about 1.13 sigma at 2 and 3.53 sigma at 16 (sigma = 1250 us).
+  EXPECT_NEAR(d.skewBySize.front().second, 1.13 * 1250, 0.15 * 1.13 * 1250);
+  EXPECT_NEAR(d.skewBySize.back().second, 3.53 * 1250, 0.15 * 3.53 * 1250);
+  EXPECT_GT(d.skewAt2NUs, d.skewBySize.back().second);
+  EXPECT_GT(d.skewAt4NUs, d.skewAt2NUs);
+  EXPECT_TRUE(diagnose(generate({FailureMode::Healthy, 3})).skewBySize.empty()) << "too few ranks to regress";
+}
+
 TEST(Diagnose, TheApplicationsDeclaredPeriodWins) {
   std::vector<RankTrace> t = generate({FailureMode::Healthy, 4, 5000, 0.02, -1, 1, 1500, 0.03, 4});
   t[0].periodHint = 6;  // two iterations of 3 collectives, say
