@@ -136,6 +136,15 @@ bool readTrace(const char* path, std::map<std::string, Comm>& comms) {
         return false;
       }
       rank->records.push_back(t);
+    } else if (ok && type == "clock") {  // this rank's offset to rank 0's clock
+      const int64_t off = num(line, "offset", &ok), err = num(line, "error", &ok);
+      if (!rank || !ok || err < 0) {
+        fprintf(stderr, "tempo-diagnose: %s:%zu: a malformed clock line\n", path, no);
+        return false;
+      }
+      rank->clockKnown = true;
+      rank->clockOffsetNs = off;
+      rank->clockErrorNs = err;
     } else if (ok && type == "hint") {  // tempoCommSetIterationPeriod; the latest holds
       const int64_t p = num(line, "period", &ok);
       if (!rank || !ok || p < 0 || p > INT32_MAX) {
@@ -159,6 +168,12 @@ void printReport(const std::string& comm, const Diagnosis& d, const std::vector<
            d.iterationUs.size(), d.period, d.iterMeanUs, d.iterCoV, d.iterP50Us, d.iterP99Us);
   else
     printf("  iterations: no repeating pattern of collectives found\n");
+  int64_t worst = -1;
+  for (const RankTrace& r : ranks) worst = r.clockKnown ? std::max(worst, r.clockErrorNs) : INT64_MAX;
+  if (worst >= 0 && worst != INT64_MAX)
+    printf("  clocks: every rank's offset to rank 0 known within %.1f us (timelines are aligned)\n", double(worst) / 1e3);
+  else
+    printf("  clocks: offsets not traced for every rank (timelines use each rank's own clock)\n");
   printf("  skew p50 %.1f us, p99 %.1f us; transfer p50 %.1f us, p99 %.1f us\n", d.skewP50Us, d.skewP99Us,
          d.transferP50Us, d.transferP99Us);
   printf("  %-5s %-16s %10s %12s %10s\n", "rank", "host", "last %", "lead us", "gap x");
@@ -183,15 +198,19 @@ std::string esc(const std::string& s) {
 }
 
 // Rank timeline of the first iterations: one bar per collective from arrival to exit,
-// the gate in a darker shade.
+// the gate in a darker shade, on rank 0's clock when every trace has its offset (else on
+// each rank's own, which on one host is the same clock).
 std::string timelineSvg(const std::vector<RankTrace>& ranks, const Diagnosis& d) {
   if (ranks.empty() || ranks[0].records.empty()) return "";
   const size_t shown = std::min<size_t>(ranks[0].records.size(), std::max<uint32_t>(1, d.period) * 4);
-  int64_t t0 = INT64_MAX, t1 = 0;
+  bool aligned = true;
+  for (const RankTrace& r : ranks) aligned &= r.clockKnown;
+  auto shift = [&](const RankTrace& r) { return aligned ? r.clockOffsetNs : 0; };
+  int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   for (const RankTrace& r : ranks)
     for (size_t k = 0; k < std::min(shown, r.records.size()); ++k) {
-      t0 = std::min(t0, r.records[k].arrival);
-      t1 = std::max(t1, r.records[k].exit);
+      t0 = std::min(t0, r.records[k].arrival + shift(r));
+      t1 = std::max(t1, r.records[k].exit + shift(r));
     }
   const double W = 900, rowH = 16, scale = W / double(std::max<int64_t>(1, t1 - t0));
   std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='1000' height='" +
@@ -201,7 +220,8 @@ std::string timelineSvg(const std::vector<RankTrace>& ranks, const Diagnosis& d)
     s += "<text x='0' y='" + std::to_string(y + 11) + "' font-size='10'>rank " + std::to_string(ranks[i].rank) + "</text>";
     for (size_t k = 0; k < std::min(shown, ranks[i].records.size()); ++k) {
       const TraceRecord& t = ranks[i].records[k];
-      const double x = 60 + double(t.arrival - t0) * scale, w = std::max(1.0, double(t.exit - t.arrival) * scale);
+      const double x = 60 + double(t.arrival + shift(ranks[i]) - t0) * scale;
+      const double w = std::max(1.0, double(t.exit - t.arrival) * scale);
       char buf[256];
       snprintf(buf, sizeof buf, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='#4a90d9'><title>%s #%" PRIu64
                " %.1f us</title></rect>", x, y, w, rowH - 3, t.coll.c_str(), t.seq, double(t.exit - t.arrival) / 1e3);

@@ -46,7 +46,7 @@ PeerInfo localPeerInfo(const SockAddr& oob) {
   p.kernelHash = kernelHash();
   p.processToken = processToken();
   p.pid = uint32_t(getpid());
-  p.features = strcasecmp(param::Pacing(), "off") != 0 ? kFeatureTelemetry : 0;
+  p.features = (strcasecmp(param::Pacing(), "off") != 0 ? kFeatureTelemetry : 0) | (*param::Trace() ? kFeatureTrace : 0);
   p.oob = oob;
   snprintf(p.hostname, sizeof p.hostname, "%s", hostName());
   return p;

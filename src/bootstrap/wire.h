@@ -33,8 +33,10 @@ void encodeUniqueId(const UniqueId& id, std::span<uint8_t, kUniqueIdBytes> out);
 Result<UniqueId> decodeUniqueId(std::span<const uint8_t, kUniqueIdBytes> in);
 
 // What each rank tells the others about itself.
-// PeerInfo::features: the skew telemetry exchange runs (TEMPO_PACING is not off).
+// PeerInfo::features: the skew telemetry exchange runs (TEMPO_PACING is not off); the
+// rank traces (TEMPO_TRACE is set), so every rank takes part in the clock probes.
 inline constexpr uint32_t kFeatureTelemetry = 1;
+inline constexpr uint32_t kFeatureTrace = 2;
 
 struct PeerInfo {
   uint64_t hostHash = 0;

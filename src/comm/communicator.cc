@@ -110,6 +110,14 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
 
   // Every rank has connected before anyone sends.
   TEMPO_TRY(boot_->barrier(deadline));
+  // Traces are laid side by side on rank 0's clock: when any rank traces, every rank takes
+  // part in the probes (a rank whose trace file failed to open too).
+  bool anyTraces = false;
+  for (const auto& p : boot_->peers()) anyTraces |= (p.features & bootstrap::kFeatureTrace) != 0;
+  if (anyTraces && nranks > 1) {
+    TEMPO_TRY(syncClocks(deadline));
+    if (trace_) trace_->setClock(clock_);
+  }
   if (deadline.cancelled()) return fail(Status::InvalidUsage, "comm %p rank %d: init aborted", static_cast<void*>(this), rank);
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",
              static_cast<void*>(this), rank, nranks, device_, (unsigned long)commHash_);

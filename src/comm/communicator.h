@@ -30,6 +30,7 @@
 #include "src/engine/engine.h"
 #include "src/mem/host_buffer.h"
 #include "src/mem/user_memory.h"
+#include "src/pacing/clock.h"
 #include "src/tune/tune.h"
 #include "transports/transport.h"
 
@@ -227,6 +228,8 @@ class Communicator : public engine::Liveness {
   // A pooled Op, reset for `a` (no allocation once the pool is warm).
   engine::Op* takeOp(const CollArgs& a, uint64_t payloadBytes);
   Status startTelemetry();
+  // Clock offsets to rank 0's clock, for traces (wiring.cc); collective.
+  Status syncClocks(Deadline deadline);
   std::atomic<pacing::SkewMonitor*> monitor_{nullptr};  // the engine's, published once
   std::unique_ptr<TraceWriter> trace_;                  // TEMPO_TRACE (null: off)
   // The collective's own steps, for a call whose in-place-ness is already settled.
@@ -261,6 +264,7 @@ class Communicator : public engine::Liveness {
   std::vector<int> ring_;
   int ringPos_ = 0;
   std::vector<int> hostOf_;  // each rank's host, numbered 0.. in order of first rank
+  pacing::ClockOffset clock_;  // rank 0's clock - this rank's (syncClocks; invalid: not measured)
   std::vector<engine::Tier> peerTier_;  // each rank's tier as seen from this one (for TEMPO_TRACE)
   bool checkMismatch_ = false;  // TEMPO_CHECK_MISMATCH, read at init
   std::unique_ptr<engine::Engine> engine_;

@@ -124,6 +124,12 @@ void TraceWriter::onRecord(const engine::OpRecord& r) {
   if (jsonBuf_.size() + jsonlBuf_.size() >= kFlushBytes) flush();
 }
 
+void TraceWriter::setClock(const pacing::ClockOffset& c) {
+  if (c.valid)
+    appendf(jsonlBuf_, "{\"type\":\"clock\",\"offset\":%" PRId64 ",\"error\":%" PRId64 ",\"probes\":%u}\n", c.offsetNs,
+            c.errorNs, c.probes);
+}
+
 void TraceWriter::write(FILE* f, std::string& buf) {
   if (!broken_ && !buf.empty() && fwrite(buf.data(), 1, buf.size(), f) != buf.size()) {
     TEMPO_WARN("TEMPO_TRACE: writing %s failed: %s; rank %d stops tracing", path_.c_str(), strerror(errno), who_.rank);

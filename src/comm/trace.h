@@ -11,7 +11,8 @@
 //            exit and gate delay in ns of CLOCK_MONOTONIC, status, and per tier that sent
 //            it data "rx_host"/"rx_leaf"/"rx_fabric": [bytes, bytes after the first
 //            message, messages, first and last message's completion]) — what tools read;
-//            and a "hint" line wherever the application set its iteration length.
+//            a "hint" line wherever the application set its iteration length, and a
+//            "clock" line with this rank's offset to rank 0's clock (setClock).
 // Lines are buffered and written every 64 KiB and at close, from the engine's thread; a
 // file that cannot be written is reported once (WARN) and tracing stops, the job goes on.
 #pragma once
@@ -22,6 +23,7 @@
 #include <string>
 
 #include "src/engine/engine.h"
+#include "src/pacing/clock.h"
 
 namespace tempo::comm {
 
@@ -43,6 +45,10 @@ class TraceWriter final : public engine::RecordSink {
   // written as a "hint" line {"type":"hint","period":P,"seq":S} before the next
   // collective's line (S: that collective's seq), so tools use it, not their inference.
   void setIterationPeriod(uint32_t collectives) { hint_.store(collectives, std::memory_order_relaxed); }
+  // Writes a "clock" line: {"type":"clock","offset":ns,"error":ns} (rank 0's clock minus
+  // this rank's, within +- error; no line when the probes gave no estimate). On the
+  // engine's thread, before the first collective.
+  void setClock(const pacing::ClockOffset& c);
 
   // The pattern expanded for `who` (exposed for tests).
   static std::string expand(const char* pattern, const TraceIdentity& who);

@@ -13,6 +13,7 @@
 #include "src/core/host.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
+#include "src/pacing/clock.h"
 #include "src/topo/dump.h"
 #include "src/topo/locality.h"
 #include "src/tune/tune.h"
@@ -42,6 +43,22 @@ enum Choice : int {
 bool isNetwork(int c) { return c == kTcp || c == kUserProvider || c == kUcx || c == kRouted; }
 
 constexpr int kMaxRails = 8;  // NICs per rank used at once
+
+// Requests on the stack of a function that fails must not outlive it in the transports:
+// unless disarmed, every endpoint's requests are cancelled on the way out.
+struct CancelOnFailure {
+  std::vector<std::unique_ptr<transport::Endpoint>>& eps;
+  bool armed = true;
+  ~CancelOnFailure() {
+    if (armed)
+      for (auto& e : eps) e->cancelAll();
+  }
+};
+
+// The clock probes' messages: a tag no collective, point-to-point or handshake message
+// uses (a telemetry exchange never numbers a message 0x7ffe).
+constexpr uint64_t kClockTag = engine::kP2pTagBit | 0xfffe;
+constexpr int kClockProbes = 16;
 
 // `users` is how many peers chose this transport; the network transports use `nic`
 // (null: their own choice) unless the user's own variables name one.
@@ -483,14 +500,7 @@ Status Communicator::handshakeRail(size_t rail, Deadline deadline) {
   };
   int posted = 1, done = 1;  // rounds
   // On failure the transports must forget the requests before `pairs` goes.
-  struct CancelOnFailure {
-    std::vector<std::unique_ptr<transport::Endpoint>>& eps;
-    bool armed = true;
-    ~CancelOnFailure() {
-      if (armed)
-        for (auto& e : eps) e->cancelAll();
-    }
-  } guard{endpoints_};
+  CancelOnFailure guard{endpoints_};
   while (done < n) {
     while (posted < n && posted - done < kWindow) {
       TEMPO_TRY(post((rank_ + n - posted) % n, (rank_ + posted) % n, pairs[size_t(posted)]));
@@ -517,6 +527,117 @@ Status Communicator::handshakeRail(size_t rail, Deadline deadline) {
     }
   }
   guard.armed = false;
+  return Status::Success;
+}
+
+// Clock offsets to rank 0's clock (pacing.md 1.4). One CLOCK_MONOTONIC per host, so the
+// lowest rank of each host probes rank 0 and its estimate serves the whole host: rank 0
+// answers every host's probes at once (each reply carries the time the probe was seen and
+// the time the reply left), and an all-gather hands every rank its host's estimate.
+Status Communicator::syncClocks(Deadline deadline) {
+  const size_t n = size_t(nranks_);
+  std::vector<int> leader(n, -1);  // by host id
+  std::vector<int> clients;         // every host's leader but rank 0's host's
+  for (int r = 0; r < nranks_; ++r) {
+    int& l = leader[size_t(hostOf_[size_t(r)])];
+    if (l < 0) {
+      l = r;
+      if (hostOf_[size_t(r)] != hostOf_[0]) clients.push_back(r);
+    }
+  }
+  auto progressAll = [&] {
+    for (auto& e : endpoints_) e->progress();
+  };
+  auto timedOut = [&](int peer) {
+    return fail(Status::SystemError, "rank %d: clock probes with rank %d did not finish within the init timeout",
+                rank_, peer);
+  };
+  // Posts a send or a receive, retrying while the transport is momentarily full.
+  auto post = [&](bool send, int peer, void* buf, size_t len, transport::Request* req) -> Status {
+    req->reset();
+    transport::Endpoint* ep = peerEndpoint_[size_t(peer)];
+    for (;;) {
+      Status st = send ? ep->isend(peer, kClockTag, buf, len, req) : ep->irecv(peer, kClockTag, buf, len, req);
+      if (st != Status::InProgress) return st;
+      progressAll();
+      if (deadline.expired()) return timedOut(peer);
+    }
+  };
+  CancelOnFailure guard{endpoints_};
+  pacing::ClockOffset mine{true, 0, 0, 0};  // rank 0's host: the reference itself
+  if (rank_ == 0) {
+    // Serve every client's kClockProbes probes; a probe is answered once the previous
+    // answer to that client has left (the client waits for it anyway).
+    struct Client {
+      int rank;
+      transport::Request recv, send;
+      uint64_t probe = 0;
+      int64_t reply[2] = {};
+      int served = 0;
+      bool replying = false;
+    };
+    std::vector<Client> cs;
+    for (int c : clients) cs.push_back(Client{c, {}, {}});
+    for (Client& c : cs) TEMPO_TRY(post(false, c.rank, &c.probe, sizeof c.probe, &c.recv));
+    for (size_t pending = cs.size(); pending > 0;) {
+      progressAll();
+      for (Client& c : cs) {
+        if (c.replying && c.send.done) {
+          TEMPO_TRY(c.send.status);
+          c.replying = false;
+          if (++c.served == kClockProbes) --pending;
+          else TEMPO_TRY(post(false, c.rank, &c.probe, sizeof c.probe, &c.recv));
+        }
+        if (!c.replying && c.served < kClockProbes && c.recv.done) {
+          c.reply[0] = nowNs();  // seen no earlier than it arrived
+          TEMPO_TRY(c.recv.status);
+          c.recv.done = false;  // consumed; the next one is posted once this reply has left
+          c.replying = true;
+          c.reply[1] = nowNs();  // stamped no later than it leaves
+          TEMPO_TRY(post(true, c.rank, c.reply, sizeof c.reply, &c.send));
+        }
+        if (deadline.expired() && (c.served < kClockProbes)) return timedOut(c.rank);
+      }
+    }
+  } else if (leader[size_t(hostOf_[size_t(rank_)])] == rank_ && hostOf_[size_t(rank_)] != hostOf_[0]) {
+    std::array<pacing::ClockProbe, kClockProbes> probes;
+    for (pacing::ClockProbe& p : probes) {
+      transport::Request send, recv;
+      uint64_t probe = 0;
+      int64_t reply[2] = {};
+      TEMPO_TRY(post(false, 0, reply, sizeof reply, &recv));
+      p.t1 = nowNs();
+      TEMPO_TRY(post(true, 0, &probe, sizeof probe, &send));
+      while (!recv.done || !send.done) {
+        progressAll();
+        if (deadline.expired()) return timedOut(0);
+      }
+      p.t4 = nowNs();
+      TEMPO_TRY(send.status);
+      TEMPO_TRY(recv.status);
+      p.t2 = reply[0];
+      p.t3 = reply[1];
+    }
+    mine = pacing::estimateOffset(probes);
+  }
+  guard.armed = false;
+  // Every rank's estimate; each takes its host leader's.
+  struct Shared {
+    int64_t offsetNs, errorNs;
+    int32_t valid;
+    uint32_t probes;
+  };
+  std::vector<Shared> all(n);
+  all[size_t(rank_)] = {mine.offsetNs, mine.errorNs, mine.valid, mine.probes};
+  TEMPO_TRY(boot_->allGather(std::as_writable_bytes(std::span(all)), sizeof(Shared), deadline));
+  const Shared& ours = all[size_t(leader[size_t(hostOf_[size_t(rank_)])])];
+  clock_ = {ours.valid != 0, ours.offsetNs, ours.errorNs, ours.probes};
+  if (!clock_.valid)
+    TEMPO_WARN("comm %p rank %d: the clock probes to rank 0 disagree (a clock stepped?); traces carry no offset",
+               static_cast<void*>(this), rank_);
+  else
+    TEMPO_INFO(log::Init, "comm %p rank %d: clock offset to rank 0 %+ld ns, within %ld ns", static_cast<void*>(this),
+               rank_, long(clock_.offsetNs), long(clock_.errorNs));
   return Status::Success;
 }
 

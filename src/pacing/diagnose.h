@@ -62,6 +62,9 @@ struct RankTrace {
   int rank = 0;
   std::string host;
   uint32_t periodHint = 0;  // collectives per iteration the application declared (0: none)
+  // Rank 0's clock minus this rank's (TEMPO_TRACE's "clock" line), for timelines.
+  bool clockKnown = false;
+  int64_t clockOffsetNs = 0, clockErrorNs = 0;
   std::vector<TraceRecord> records;  // in seq order
 };
 

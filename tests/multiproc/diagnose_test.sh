@@ -2,7 +2,8 @@
 # tempo-diagnose end to end: 4 ranks of bench/train_emulator, rank 3 computing 1.5x as
 # long, traced with TEMPO_TRACE; tempo-diagnose must read every rank's trace, name rank 3
 # and label the run "locality variance" (exit 1: a failure mode found), give the rate of
-# the data from each topology tier that sent any, and write a
+# the data from each topology tier that sent any, align the ranks on rank 0's clock
+# (every rank's offset traced, within its guaranteed bound), and write a
 # self-contained HTML report (inline SVG, no external assets).
 #
 # usage: diagnose_test.sh <tempo-run> <train_emulator> <tempo-diagnose>
@@ -30,6 +31,16 @@ grep -qE "rank 3 \([^)]*\) was last" "$dir/diag.out" || fail "rank 3 not named a
 grep -qE "iterations: [0-9]+ of 2 collectives" "$dir/diag.out" || fail "the declared iteration period was not used"
 grep -qE "^  leaf +[0-9]+ " "$dir/diag.out" && grep -qE "^  fabric +[0-9]+ " "$dir/diag.out" ||
   fail "no rates for the leaf and fabric tiers"
+# Clock offsets: each host's leader probed rank 0; on one machine the true offset is 0,
+# and the estimate's bound is guaranteed (no message arrives before it is sent), so every
+# rank's |offset| is within its error.
+for r in 0 1 2 3; do
+  grep -qE '^\{"type":"clock","offset":-?[0-9]+,"error":[0-9]+' "$dir/rank$r.jsonl" || fail "rank $r traced no clock offset"
+  awk -F'[:,}]' '/"type":"clock"/ { o = $4 + 0; e = $6 + 0; if (o < 0) o = -o; if (o > e) exit 1 }' "$dir/rank$r.jsonl" ||
+    fail "rank $r: clock offset outside its own bound: $(grep '"clock"' "$dir/rank$r.jsonl")"
+done
+grep -q '"type":"clock","offset":0,"error":0' "$dir/rank0.jsonl" || fail "rank 0 is not its own reference"
+grep -q "clocks: every rank's offset to rank 0 known" "$dir/diag.out" || fail "the report did not use the clock offsets"
 grep -q "<svg" "$dir/report.html" || fail "the HTML report has no SVG"
 ! grep -qE "src=|href=|<link|<script" "$dir/report.html" || fail "the HTML report refers to external assets"
 # Bad input: a missing rank is refused with exit 2 and a reason.

@@ -28,6 +28,8 @@ TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
   {
     auto w = TraceWriter::open((stem + ".json").c_str(), {0x1234, 1, 2, "hostA"});
     ASSERT_NE(w, nullptr);
+    w->setClock({true, -1500, 800, 16});
+    w->setClock({});  // no estimate, no line
     engine::OpRecord r;
     r.seq = 0;
     r.bytes = 4096;
@@ -56,6 +58,10 @@ TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
   EXPECT_NE(lines.find("\"delay\":700,\"status\":0,\"rx_fabric\":[8192,6144,4,2000,4500]}\n"), std::string::npos)
       << "a tier that sent data has its flow; the others none";
   EXPECT_EQ(lines.find("rx_host"), std::string::npos);
+  EXPECT_NE(lines.find("\n{\"type\":\"clock\",\"offset\":-1500,\"error\":800,\"probes\":16}\n{\"type\":\"coll\",\"seq\":0,"),
+            std::string::npos);
+  const size_t firstClock = lines.find("\"type\":\"clock\"");
+  EXPECT_EQ(lines.find("\"type\":\"clock\"", firstClock + 1), std::string::npos) << "no line for no estimate";
   EXPECT_NE(lines.find("\n{\"type\":\"hint\",\"period\":2,\"seq\":1}\n{\"type\":\"coll\",\"seq\":1,"), std::string::npos)
       << "the declared period comes before the first collective it was known at";
   EXPECT_NE(events.find("\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":1.000,\"dur\":4.000"), std::string::npos);
