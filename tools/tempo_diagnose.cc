@@ -129,6 +129,7 @@ bool readTrace(const char* path, std::map<std::string, Comm>& comms) {
       t.exit = num(line, "t_exit", &ok);
       t.delay = num(line, "delay", &ok);
       t.status = int(num(line, "status", &ok));
+      t.injected = line.find("\"inject\":1") != std::string::npos;
       for (size_t k = 0; k < tempo::pacing::kTraceTiers; ++k)
         ok = flow(line, ("rx_" + std::string(tempo::pacing::kTierNames[k])).c_str(), &t.flows[k]) && ok;
       if (!ok) {
@@ -226,7 +227,7 @@ std::string timelineSvg(const std::vector<RankTrace>& ranks, const Diagnosis& d)
       snprintf(buf, sizeof buf, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='#4a90d9'><title>%s #%" PRIu64
                " %.1f us</title></rect>", x, y, w, rowH - 3, t.coll.c_str(), t.seq, double(t.exit - t.arrival) / 1e3);
       s += buf;
-      if (t.delay > 0) {
+      if (t.delay > 0 && !t.injected) {
         snprintf(buf, sizeof buf, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='#1d4f80'/>", x, y,
                  std::max(1.0, double(t.delay) * scale), rowH - 3);
         s += buf;

@@ -585,7 +585,11 @@ Status Communicator::startTelemetry() {
   pacing::Mode mode = pacing::Mode::Observe;
   if (!pacing::parseMode(param::Pacing(), &mode))
     return fail(Status::InvalidArgument, "TEMPO_PACING=%s: expected off, observe or on", param::Pacing());
+  const std::string actuator = param::PacingActuator();
+  if (actuator != "gate" && actuator != "inject")
+    return fail(Status::InvalidArgument, "TEMPO_PACING_ACTUATOR=%s: expected gate or inject", actuator.c_str());
   if (mode == pacing::Mode::Off || nranks_ < 2) return Status::Success;
+  engine_->setActuator(actuator == "inject" ? engine::Engine::Actuator::Inject : engine::Engine::Actuator::Gate);
   std::vector<uint64_t> hosts;
   for (const auto& p : peers) hosts.push_back(p.hostHash);
   std::sort(hosts.begin(), hosts.end());

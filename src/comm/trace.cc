@@ -105,6 +105,7 @@ void TraceWriter::onRecord(const engine::OpRecord& r) {
           "{\"type\":\"coll\",\"seq\":%" PRIu64 ",\"coll\":\"%s\",\"algo\":\"%s\",\"bytes\":%" PRIu64 ",\"t_arr\":%" PRId64
           ",\"t_first\":%" PRId64 ",\"t_exit\":%" PRId64 ",\"delay\":%" PRId64 ",\"status\":%d",
           r.seq, name, r.algorithm, r.bytes, r.tEnter, r.tFirstData, r.tExit, gate, int(r.status));
+  if (r.injected) jsonlBuf_ += ",\"inject\":1";  // the delay spread the sends; no gate held the op
   for (size_t t = 0; t < engine::kTiers; ++t) {
     const engine::TierFlow& f = r.flows[t];
     if (f.msgs)
@@ -119,8 +120,8 @@ void TraceWriter::onRecord(const engine::OpRecord& r) {
           name, who_.rank, double(r.tEnter) / 1e3, double(r.tExit - r.tEnter) / 1e3, r.seq, r.algorithm, r.bytes,
           double(gate) / 1e3, int(r.status));
   if (gate > 0)
-    appendf(jsonBuf_, ",\n{\"name\":\"pacing gate\",\"cat\":\"pacing\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f}",
-            who_.rank, double(r.tEnter) / 1e3, double(gate) / 1e3);
+    appendf(jsonBuf_, ",\n{\"name\":\"%s\",\"cat\":\"pacing\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f}",
+            r.injected ? "pacing spread" : "pacing gate", who_.rank, double(r.tEnter) / 1e3, double(gate) / 1e3);
   if (jsonBuf_.size() + jsonlBuf_.size() >= kFlushBytes) flush();
 }
 

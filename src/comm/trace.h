@@ -8,7 +8,8 @@
 //            collective from arrival to exit, with the pacing gate as a nested event;
 //   P.jsonl  JSON lines: a "comm" line (rank, nranks, host, communicator hash, clock),
 //            then one "coll" line per collective (seq, kind, algorithm, bytes, arrival, first data,
-//            exit and gate delay in ns of CLOCK_MONOTONIC, status, and per tier that sent
+//            exit and pacing delay in ns of CLOCK_MONOTONIC, status, "inject":1 when the
+//            delay spread the sends instead of gating the op, and per tier that sent
 //            it data "rx_host"/"rx_leaf"/"rx_fabric": [bytes, bytes after the first
 //            message, messages, first and last message's completion]) — what tools read;
 //            a "hint" line wherever the application set its iteration length, and a

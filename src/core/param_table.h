@@ -157,6 +157,9 @@ TEMPO_PARAM(PacingHz, "TEMPO_PACING_HZ", Int, "10",
             "most telemetry exchanges per second per communicator")
 TEMPO_PARAM(PacingMinNodes, "TEMPO_PACING_MIN_NODES", Int, "8",
             "pacing engages only on communicators spanning at least this many hosts")
+TEMPO_PARAM(PacingActuator, "TEMPO_PACING_ACTUATOR", Str, "gate",
+            "how an engaged rank is paced: gate (hold the collective for its delay) or inject (start "
+            "at once, spread its sends over the delay)")
 TEMPO_PARAM(Trace, "TEMPO_TRACE", Str, "",
             "per-rank trace path pattern (%r rank, %h host, %p pid, %c communicator): writes P.json "
             "(Chrome trace, opens in Perfetto) and P.jsonl (one line per collective)")

@@ -134,9 +134,19 @@ void Engine::activate(Op& op) {
   // Pacing's entry gate: arrival is recorded here, at gate entry, so that the monitor
   // measures the un-paced lead; the op's steps wait until the gate opens.
   op.notBefore = 0;
+  op.injectSpan = 0;
   if (monitor_ && !op.p2p && !op.internal) {
     op.record.delayNs = monitor_->gateDelayNs(uint8_t(op.coll), op.payloadBytes);
-    if (op.record.delayNs > 0) op.notBefore = op.record.tEnter + op.record.delayNs;
+    if (op.record.delayNs > 0 && actuator_ == Actuator::Inject) {
+      op.record.injected = true;
+      op.injectFrom = op.record.tEnter;
+      op.injectSpan = op.record.delayNs;
+      op.injectSends = 0;
+      op.sendsStarted = 0;
+      for (const algo::Step& s : op.plan.steps) op.injectSends += s.kind == algo::StepKind::Send && s.bytes > 0;
+    } else if (op.record.delayNs > 0) {
+      op.notBefore = op.record.tEnter + op.record.delayNs;
+    }
   }
   if (op.prescaleSrc) kernels::scale(op.prescaled.data(), op.prescaleSrc, op.prescaleElems, op.type, op.scalar);
 }
@@ -289,6 +299,10 @@ int Engine::advance(Op& op) {
     const algo::Step& s = steps[i];
     const bool isSend = s.kind == algo::StepKind::Send;
     if (isSend && sendBlocked_[size_t(s.peer)] == scanGen_) continue;
+    if (isSend && op.injectSpan && s.bytes > 0 && nowNs() < nextInjection(op)) {  // spread: not yet
+      sendBlocked_[size_t(s.peer)] = scanGen_;
+      continue;
+    }
     bool ready = s.kind != algo::StepKind::RecvCarried || op.carried >= 0;
     for (uint32_t d : s.deps)
       if (d != algo::kNoDep && op.state[d] != kDone) ready = false;
@@ -298,8 +312,12 @@ int Engine::advance(Op& op) {
     }
     // A step that cannot start now is retried next pass; later steps (receives above all)
     // may still start, so one full queue never blocks the others.
-    if (start(op, i) == Start::Done) ++work;
-    else if (isSend) sendBlocked_[size_t(s.peer)] = scanGen_;
+    if (start(op, i) == Start::Done) {
+      ++work;
+      op.sendsStarted += isSend && s.bytes > 0;
+    } else if (isSend) {
+      sendBlocked_[size_t(s.peer)] = scanGen_;
+    }
   }
   while (op.first < n && op.state[op.first] == kDone) ++op.first;
   if (!op.done && op.first == n) finish(op, Status::Success);
@@ -422,10 +440,16 @@ void Engine::endExchange() {
   }
 }
 
+int64_t Engine::nextInjection(const Op& op) {
+  if (op.sendsStarted >= op.injectSends) return 0;
+  return op.injectFrom + int64_t(__int128(op.injectSpan) * op.sendsStarted / op.injectSends);
+}
+
 int64_t Engine::gateRemainingNs(int64_t now) const {
   if (queue_.empty() || exchangeActive_) return 0;
   const Op& op = *queue_.front();
-  return op.notBefore > now ? op.notBefore - now : 0;
+  const int64_t until = op.injectSpan ? nextInjection(op) : op.notBefore;
+  return until > now ? until - now : 0;
 }
 
 int Engine::progress() {

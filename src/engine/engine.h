@@ -83,7 +83,9 @@ struct OpRecord {
   const char* algorithm = "";  // the plan's (static) name
   Status status = Status::Success;
   uint32_t registeredTransfers = 0;  // transfers on user buffers that named a UserRegions region
-  int64_t delayNs = 0;     // pacing: the entry gate held the op this long after tEnter
+  int64_t delayNs = 0;     // pacing: the entry gate held the op this long after tEnter,
+                           // or (injected) its sends were spread over this long
+  bool injected = false;
   std::array<TierFlow, kTiers> flows{};  // receives by tier (only with setPeerTiers)
 };
 
@@ -177,6 +179,10 @@ struct Op {
   // Engine state.
   uint64_t seq = 0;
   int64_t notBefore = 0;        // pacing's entry gate: no step starts before this time
+  // Pacing's injection actuator: the k-th of injectSends sends starts no earlier than
+  // injectFrom + injectSpan * k / injectSends (injectSpan 0: not spread).
+  int64_t injectFrom = 0, injectSpan = 0;
+  uint32_t injectSends = 0, sendsStarted = 0;
   std::vector<uint8_t> state;   // per step: 0 waiting, 1 posted, 2 done
   std::vector<uint16_t> reqOf;  // per posted step: its request slot
   uint32_t first = 0;           // oldest unfinished step
@@ -240,13 +246,19 @@ class Engine {
   // Call before the first submit; false when the scratch cannot hold the exchange.
   bool setMonitor(std::unique_ptr<pacing::SkewMonitor> monitor);
   pacing::SkewMonitor* monitor() const { return monitor_.get(); }
+  // Which actuator applies the monitor's delays (pacing.md 1.6): the entry gate holds an
+  // engaged op's every step for its delay; injection starts the op at once and spreads its
+  // sends evenly over the delay (receives, reductions and copies never wait). Both are
+  // local and bounded and leave the algorithm and the reduction order as they are.
+  enum class Actuator : uint8_t { Gate, Inject };
+  void setActuator(Actuator a) { actuator_ = a; }
   // Every record also goes to `sink` (null: none); it must outlive the engine's ops.
   void setRecordSink(RecordSink* sink) { sink_ = sink; }
   // Each rank's tier as seen from this one (tiers[rank] is ignored). With tiers, every
   // receive is accounted in its op's record.flows, at the cost of a clock read per
   // message; empty (the default) turns the accounting off.
   void setPeerTiers(std::vector<Tier> tiers) { peerTier_ = std::move(tiers); }
-  // Nanoseconds until the earliest gate of an active op opens (0: none is gated).
+  // Nanoseconds until the active op's gate opens or its next spread send is due (0: none).
   int64_t gateRemainingNs(int64_t now) const;
 
  private:
@@ -261,6 +273,8 @@ class Engine {
   // steps, then this one again next pass); NoSlots: no request slot for it now.
   Start start(Op& op, uint32_t i);
   void finish(Op& op, Status s);
+  // The time the op's next spread send may start (injection).
+  static int64_t nextInjection(const Op& op);
   std::byte* resolve(const Op& op, const algo::Loc& loc) const;
 
   int rank_, nranks_;
@@ -307,6 +321,7 @@ class Engine {
   RecordRing records_;
   RecordSink* sink_ = nullptr;
   std::vector<Tier> peerTier_;
+  Actuator actuator_ = Actuator::Gate;
   // A receive of `bytes` from `peer` completed now: tFirstData, and its tier's flow.
   void noteReceived(OpRecord& r, int peer, uint64_t bytes);
   void pushRecord(const OpRecord& r) {

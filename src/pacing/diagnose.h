@@ -44,6 +44,7 @@ struct TraceRecord {
   std::string coll;  // "AllReduce", ...
   uint64_t bytes = 0;
   int64_t arrival = 0, firstData = 0, exit = 0, delay = 0;
+  bool injected = false;  // the delay spread the sends (TEMPO_PACING_ACTUATOR=inject), no gate
   int status = 0;
   std::array<TraceFlow, kTraceTiers> flows{};  // by tier: host, leaf, fabric
 };

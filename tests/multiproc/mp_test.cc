@@ -197,17 +197,19 @@ TEST(MultiProcessShrink, SurvivorsShrinkAwayADeadRankAndCarryOn) {
 }
 
 // pacing.md 1.2 and 1.7: the skew statistics find a persistent straggler (duration-based,
-// no clock synchronisation); with pacing on, the early ranks are delayed, the straggler
-// never is, and every result is bitwise what it is with pacing off.
+// no clock synchronisation); with pacing on, by either actuator, the early ranks are
+// delayed, the straggler least, and every result is bitwise what it is without pacing.
 TEST(MultiProcessSkew, StragglerIsFoundAndPacingLeavesResultsBitwiseIdentical) {
   const std::string dir = ::testing::TempDir();
-  std::vector<std::string> hashes[2];
-  for (int on = 0; on < 2; ++on) {
-    const std::string file = dir + "/tempo_skew_hash_" + std::to_string(getpid()) + "_" + std::to_string(on) + "_%r";
+  // Observe, then pacing on with each actuator: the entry gate and injection pacing.
+  const char* modes[][2] = {{"observe", "gate"}, {"on", "gate"}, {"on", "inject"}};
+  std::vector<std::string> hashes[3];
+  for (int m = 0; m < 3; ++m) {
+    const std::string file = dir + "/tempo_skew_hash_" + std::to_string(getpid()) + "_" + std::to_string(m) + "_%r";
     expectAllSucceed(runWorkers(4,
                                 {"TEMPO_MP_MODE=skew", "TEMPO_TRANSPORT=shm", "TEMPO_PACING_HZ=50",
-                                 "TEMPO_PACING_MIN_NODES=1", std::string("TEMPO_PACING=") + (on ? "on" : "observe"),
-                                 "TEMPO_MP_HASH_FILE=" + file},
+                                 "TEMPO_PACING_MIN_NODES=1", std::string("TEMPO_PACING=") + modes[m][0],
+                                 std::string("TEMPO_PACING_ACTUATOR=") + modes[m][1], "TEMPO_MP_HASH_FILE=" + file},
                                 120));
     for (int r = 0; r < 4; ++r) {
       std::string path = file;
@@ -219,12 +221,13 @@ TEST(MultiProcessSkew, StragglerIsFoundAndPacingLeavesResultsBitwiseIdentical) {
         fclose(f);
         unlink(path.c_str());
       }
-      hashes[on].push_back(line);
+      hashes[m].push_back(line);
     }
   }
   for (int r = 0; r < 4; ++r) {
     EXPECT_FALSE(hashes[0][size_t(r)].empty()) << "rank " << r;
-    EXPECT_EQ(hashes[0][size_t(r)], hashes[1][size_t(r)]) << "rank " << r << ": results differ with pacing on";
+    EXPECT_EQ(hashes[0][size_t(r)], hashes[1][size_t(r)]) << "rank " << r << ": results differ with the gate";
+    EXPECT_EQ(hashes[0][size_t(r)], hashes[2][size_t(r)]) << "rank " << r << ": results differ with injection pacing";
     EXPECT_EQ(hashes[0][size_t(r)], hashes[0][0]) << "rank " << r << " disagrees with rank 0";
   }
 }
