@@ -3,8 +3,11 @@
 // self-contained HTML report (inline SVG: rank timeline, rank x iteration lateness heat
 // map, skew histogram; no external assets).
 //
-//   tempo-diagnose [--html report.html] [--comm HASH] trace.jsonl...
+//   tempo-diagnose [--html report.html] [--chrome merged.json] [--comm HASH] trace.jsonl...
 //
+// --chrome writes every rank's collectives into one Chrome trace (opens in Perfetto), one
+// process per rank and communicator, on rank 0's clock when every trace carries its
+// offset.
 // Traces of several communicators may be given together; each is diagnosed on its own
 // (--comm picks one). Exit status: 0 healthy, 1 a failure mode found, 2 bad input.
 #include <algorithm>
@@ -318,17 +321,64 @@ bool writeHtml(const char* path, const std::map<std::string, std::pair<Diagnosis
   return bool(out);
 }
 
+// Every rank's collectives in one Chrome trace: process id = communicator index x 100000 +
+// rank, named after the rank, host and communicator; timestamps in us on rank 0's clock
+// where every rank's offset is known.
+bool writeChrome(const char* path, const std::map<std::string, std::pair<Diagnosis, std::vector<RankTrace>>>& results) {
+  FILE* f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "tempo-diagnose: cannot write %s: %s\n", path, strerror(errno));
+    return false;
+  }
+  fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+  const char* sep = "";
+  int index = 0;
+  for (const auto& [comm, r] : results) {
+    bool aligned = true;
+    for (const RankTrace& t : r.second) aligned &= t.clockKnown;
+    for (const RankTrace& t : r.second) {
+      const long pid = long(index) * 100000 + t.rank;
+      const int64_t shift = aligned ? t.clockOffsetNs : 0;
+      fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,\"args\":{\"name\":\"rank %d (%s) comm %s\"}}",
+              sep, pid, t.rank, esc(t.host).c_str(), comm.c_str());
+      fprintf(f, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%ld,\"args\":{\"sort_index\":%ld}}", pid,
+              pid);
+      sep = ",\n";
+      for (const TraceRecord& c : t.records) {
+        fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"coll\",\"ph\":\"X\",\"pid\":%ld,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
+                "\"args\":{\"seq\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"status\":%d}}",
+                esc(c.coll).c_str(), pid, double(c.arrival + shift) / 1e3, double(c.exit - c.arrival) / 1e3, c.seq,
+                c.bytes, c.status);
+        if (c.delay > 0)
+          fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"pacing\",\"ph\":\"X\",\"pid\":%ld,\"tid\":0,\"ts\":%.3f,"
+                  "\"dur\":%.3f}",
+                  c.injected ? "pacing spread" : "pacing gate", pid, double(c.arrival + shift) / 1e3,
+                  double(c.delay) / 1e3);
+      }
+    }
+    ++index;
+  }
+  fprintf(f, "\n]}\n");
+  if (fclose(f) != 0) {
+    fprintf(stderr, "tempo-diagnose: writing %s failed: %s\n", path, strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* html = nullptr;
+  const char* chrome = nullptr;
   std::string only;
   std::vector<const char*> files;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--html") && i + 1 < argc) html = argv[++i];
+    else if (!strcmp(argv[i], "--chrome") && i + 1 < argc) chrome = argv[++i];
     else if (!strcmp(argv[i], "--comm") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: tempo-diagnose [--html report.html] [--comm HASH] trace.jsonl...\n");
+      printf("usage: tempo-diagnose [--html report.html] [--chrome merged.json] [--comm HASH] trace.jsonl...\n");
       return 0;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "tempo-diagnose: unknown option %s\n", argv[i]);
@@ -336,7 +386,7 @@ int main(int argc, char** argv) {
     } else files.push_back(argv[i]);
   }
   if (files.empty()) {
-    fprintf(stderr, "usage: tempo-diagnose [--html report.html] [--comm HASH] trace.jsonl...\n");
+    fprintf(stderr, "usage: tempo-diagnose [--html report.html] [--chrome merged.json] [--comm HASH] trace.jsonl...\n");
     return 2;
   }
   std::map<std::string, Comm> comms;
@@ -363,5 +413,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (html && !writeHtml(html, results)) return 2;
+  if (chrome && !writeChrome(chrome, results)) return 2;
   return found ? 1 : 0;
 }

@@ -3,7 +3,8 @@
 # long, traced with TEMPO_TRACE; tempo-diagnose must read every rank's trace, name rank 3
 # and label the run "locality variance" (exit 1: a failure mode found), give the rate of
 # the data from each topology tier that sent any, align the ranks on rank 0's clock
-# (every rank's offset traced, within its guaranteed bound), and write a
+# (every rank's offset traced, within its guaranteed bound), merge every rank into one
+# Chrome trace, and write a
 # self-contained HTML report (inline SVG, no external assets).
 #
 # usage: diagnose_test.sh <tempo-run> <train_emulator> <tempo-diagnose>
@@ -21,7 +22,7 @@ TEMPO_TOPO_FILE="$fixtures/slurm/two-level.conf" TEMPO_TRACE="$dir/rank%r" \
   --compute-us 3000 --noise normal:0.05 --straggler 3:1.5 --buckets 2 --bucket-bytes 65536 > "$dir/emu.out" 2>&1 ||
   { cat "$dir/emu.out"; fail "train_emulator failed"; }
 rc=0
-"$diag" --html "$dir/report.html" "$dir"/rank*.jsonl > "$dir/diag.out" 2>&1 || rc=$?
+"$diag" --html "$dir/report.html" --chrome "$dir/merged.json" "$dir"/rank*.jsonl > "$dir/diag.out" 2>&1 || rc=$?
 cat "$dir/diag.out"
 [ "$rc" = 1 ] || fail "tempo-diagnose exited $rc, expected 1 (a failure mode found)"
 grep -q "diagnosis: locality variance" "$dir/diag.out" || fail "not labelled locality variance"
@@ -41,6 +42,13 @@ for r in 0 1 2 3; do
 done
 grep -q '"type":"clock","offset":0,"error":0' "$dir/rank0.jsonl" || fail "rank 0 is not its own reference"
 grep -q "clocks: every rank's offset to rank 0 known" "$dir/diag.out" || fail "the report did not use the clock offsets"
+# The merged Chrome trace: one process per rank, every collective of every rank, closed.
+for r in 0 1 2 3; do
+  grep -q "\"name\":\"rank $r (node" "$dir/merged.json" || fail "merged.json has no process for rank $r"
+done
+colls=$(cat "$dir"/rank*.jsonl | grep -c '"type":"coll"')
+[ "$(grep -c '"cat":"coll"' "$dir/merged.json")" = "$colls" ] || fail "merged.json does not hold all $colls collectives"
+[ "$(tail -1 "$dir/merged.json")" = "]}" ] || fail "merged.json is not closed"
 grep -q "<svg" "$dir/report.html" || fail "the HTML report has no SVG"
 ! grep -qE "src=|href=|<link|<script" "$dir/report.html" || fail "the HTML report refers to external assets"
 # Bad input: a missing rank is refused with exit 2 and a reason.
