@@ -174,10 +174,25 @@ void printReport(const std::string& comm, const Diagnosis& d, const std::vector<
     printf("  iterations: no repeating pattern of collectives found\n");
   int64_t worst = -1;
   for (const RankTrace& r : ranks) worst = r.clockKnown ? std::max(worst, r.clockErrorNs) : INT64_MAX;
+  double drift = 0, error = 0;
+  size_t top = 0;
+  for (size_t r = 0; r < d.driftPpm.size(); ++r)
+    if (std::abs(d.driftPpm[r]) >= drift) {
+      drift = std::abs(d.driftPpm[r]);
+      error = d.driftErrorPpm[r];
+      top = r;
+    }
   if (worst >= 0 && worst != INT64_MAX)
-    printf("  clocks: every rank's offset to rank 0 known within %.1f us (timelines are aligned)\n", double(worst) / 1e3);
+    printf("  clocks: every rank's offset to rank 0 known within %.1f us (timelines are aligned)", double(worst) / 1e3);
   else
-    printf("  clocks: offsets not traced for every rank (timelines use each rank's own clock)\n");
+    printf("  clocks: offsets not traced for every rank (timelines use each rank's own clock)");
+  if (d.driftKnown)
+    printf("; drift against rank 0 at most %.2f +- %.2f ppm over %.1f s (from the collectives' exits; %s)", drift,
+           error, d.driftSpanS,
+           d.driftSpanS < Diagnosis::kDriftMinSpanS ? "too short to resolve, not applied"
+           : d.resolvedDriftPpm(top) != 0           ? "applied"
+                                                    : "within the exits' scatter, not applied");
+  printf("\n");
   printf("  skew p50 %.1f us, p99 %.1f us; transfer p50 %.1f us, p99 %.1f us\n", d.skewP50Us, d.skewP99Us,
          d.transferP50Us, d.transferP99Us);
   printf("  %-5s %-16s %10s %12s %10s\n", "rank", "host", "last %", "lead us", "gap x");
@@ -191,6 +206,22 @@ void printReport(const std::string& comm, const Diagnosis& d, const std::vector<
   }
   printf("  diagnosis: %s\n", tempo::pacing::failureModeName(d.mode));
   for (const std::string& e : d.evidence) printf("    - %s\n", e.c_str());
+}
+
+// Rank 0's clock minus `r`'s at r's time t: the offset its trace carries (measured at
+// init, about when its first collective began), plus the drift the diagnosis resolved since.
+// 0 unless `aligned` (every rank's offset known).
+int64_t clockShift(const RankTrace& r, const Diagnosis& d, bool aligned, int64_t t) {
+  if (!aligned) return 0;
+  const double drift = d.resolvedDriftPpm(size_t(r.rank));
+  const int64_t anchor = r.records.empty() ? t : r.records.front().arrival;
+  return r.clockOffsetNs + int64_t(drift * 1e-6 * double(t - anchor));
+}
+
+bool allClocksKnown(const std::vector<RankTrace>& ranks) {
+  for (const RankTrace& r : ranks)
+    if (!r.clockKnown) return false;
+  return !ranks.empty();
 }
 
 // ---- HTML report: inline SVG only ----
@@ -207,14 +238,13 @@ std::string esc(const std::string& s) {
 std::string timelineSvg(const std::vector<RankTrace>& ranks, const Diagnosis& d) {
   if (ranks.empty() || ranks[0].records.empty()) return "";
   const size_t shown = std::min<size_t>(ranks[0].records.size(), std::max<uint32_t>(1, d.period) * 4);
-  bool aligned = true;
-  for (const RankTrace& r : ranks) aligned &= r.clockKnown;
-  auto shift = [&](const RankTrace& r) { return aligned ? r.clockOffsetNs : 0; };
+  const bool aligned = allClocksKnown(ranks);
+  auto at = [&](const RankTrace& r, int64_t t) { return t + clockShift(r, d, aligned, t); };
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   for (const RankTrace& r : ranks)
     for (size_t k = 0; k < std::min(shown, r.records.size()); ++k) {
-      t0 = std::min(t0, r.records[k].arrival + shift(r));
-      t1 = std::max(t1, r.records[k].exit + shift(r));
+      t0 = std::min(t0, at(r, r.records[k].arrival));
+      t1 = std::max(t1, at(r, r.records[k].exit));
     }
   const double W = 900, rowH = 16, scale = W / double(std::max<int64_t>(1, t1 - t0));
   std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='1000' height='" +
@@ -224,7 +254,7 @@ std::string timelineSvg(const std::vector<RankTrace>& ranks, const Diagnosis& d)
     s += "<text x='0' y='" + std::to_string(y + 11) + "' font-size='10'>rank " + std::to_string(ranks[i].rank) + "</text>";
     for (size_t k = 0; k < std::min(shown, ranks[i].records.size()); ++k) {
       const TraceRecord& t = ranks[i].records[k];
-      const double x = 60 + double(t.arrival + shift(ranks[i]) - t0) * scale;
+      const double x = 60 + double(at(ranks[i], t.arrival) - t0) * scale;
       const double w = std::max(1.0, double(t.exit - t.arrival) * scale);
       char buf[256];
       snprintf(buf, sizeof buf, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='#4a90d9'><title>%s #%" PRIu64
@@ -334,11 +364,9 @@ bool writeChrome(const char* path, const std::map<std::string, std::pair<Diagnos
   const char* sep = "";
   int index = 0;
   for (const auto& [comm, r] : results) {
-    bool aligned = true;
-    for (const RankTrace& t : r.second) aligned &= t.clockKnown;
+    const bool aligned = allClocksKnown(r.second);
     for (const RankTrace& t : r.second) {
       const long pid = long(index) * 100000 + t.rank;
-      const int64_t shift = aligned ? t.clockOffsetNs : 0;
       fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,\"args\":{\"name\":\"rank %d (%s) comm %s\"}}",
               sep, pid, t.rank, esc(t.host).c_str(), comm.c_str());
       fprintf(f, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%ld,\"args\":{\"sort_index\":%ld}}", pid,
@@ -347,12 +375,14 @@ bool writeChrome(const char* path, const std::map<std::string, std::pair<Diagnos
       for (const TraceRecord& c : t.records) {
         fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"coll\",\"ph\":\"X\",\"pid\":%ld,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
                 "\"args\":{\"seq\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"status\":%d}}",
-                esc(c.coll).c_str(), pid, double(c.arrival + shift) / 1e3, double(c.exit - c.arrival) / 1e3, c.seq,
+                esc(c.coll).c_str(), pid, double(c.arrival + clockShift(t, r.first, aligned, c.arrival)) / 1e3,
+                double(c.exit - c.arrival) / 1e3, c.seq,
                 c.bytes, c.status);
         if (c.delay > 0)
           fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"pacing\",\"ph\":\"X\",\"pid\":%ld,\"tid\":0,\"ts\":%.3f,"
                   "\"dur\":%.3f}",
-                  c.injected ? "pacing spread" : "pacing gate", pid, double(c.arrival + shift) / 1e3,
+                  c.injected ? "pacing spread" : "pacing gate", pid,
+                  double(c.arrival + clockShift(t, r.first, aligned, c.arrival)) / 1e3,
                   double(c.delay) / 1e3);
       }
     }

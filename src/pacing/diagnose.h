@@ -23,6 +23,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -97,6 +98,28 @@ struct Diagnosis {
   // the heat map.
   std::vector<std::vector<double>> leadByIteration;
   std::vector<TierPace> tiers;     // F5: the tiers the traces saw data from, in tier order
+  // Clock drift against rank 0 (pacing.md 1.4), from the traces alone: every rank leaves a
+  // symmetric collective at about the same moment, so rank 0's exit minus rank r's is a
+  // sample of their clock offset (biased by a few hop latencies, which drift does not
+  // change). The medians of 8 consecutive slices of those samples, regressed on r's time,
+  // give the slope: the offset changes by driftPpm[r] ns per ms of r's clock.
+  // Known with at least 64 measured collectives; all 0 otherwise and for rank 0.
+  std::vector<double> driftPpm;
+  std::vector<double> driftErrorPpm;  // the slope's standard error (short runs: tens of ppm)
+  bool driftKnown = false;
+  double driftSpanS = 0;  // the time the samples span
+  // The drift to apply to rank r's timeline: its estimate where it is resolved, else 0.
+  // Resolved: over at least 30 s of samples (pacing.md 1.4's window), beyond 3 standard
+  // errors, and moving the offset over the span by more than the samples scatter around
+  // the fit (exits on a loaded machine scatter by 100s of us, and their bias wanders by
+  // tens of us, which no slope fit can tell from drift).
+  static constexpr double kDriftMinSpanS = 30;
+  std::vector<double> driftScatterUs;  // robust spread of the samples around the fit
+  double resolvedDriftPpm(size_t r) const {
+    if (!driftKnown || driftSpanS < kDriftMinSpanS || r >= driftPpm.size()) return 0;
+    const double moved = std::abs(driftPpm[r]) * driftSpanS;  // us over the span
+    return std::abs(driftPpm[r]) > 3 * driftErrorPpm[r] && moved > driftScatterUs[r] ? driftPpm[r] : 0;
+  }
   // F4: skew against group size. For subsets of n ranks (n = 2, 3, 4, 8, ..., and N) drawn
   // at random in every judged collective, the mean arrival spread within the subset,
   // regressed on sqrt(2 ln n) (the expected maximum of n Gaussians grows so): slope,

@@ -170,6 +170,44 @@ TEST(Diagnose, SkewGrowsWithGroupSizeAsTheGaussianMaximumLaw) {
   EXPECT_TRUE(diagnose(generate({FailureMode::Healthy, 3})).skewBySize.empty()) << "too few ranks to regress";
 }
 
+// Clock drift from the traces alone: rank r's clock reads true time x (1 + drift_r) plus
+// an offset; its exits carry exit jitter and, now and then, a descheduled rank's 2 ms.
+TEST(Diagnose, FindsEachRanksClockDriftFromTheExits) {
+  // 700 iterations of 50 ms: 35 s, longer than the 30 s drift needs.
+  const Scenario s{FailureMode::Healthy, 4, 50000, 0.02, -1, 1, 1500, 0.03, 11};
+  std::vector<RankTrace> t = generate(s, 700);
+  const double drift[] = {0, 20e-6, -35e-6, 3e-6};  // 20 ppm, -35 ppm, 3 ppm against rank 0
+  std::mt19937_64 rng(2);
+  for (RankTrace& rt : t) {
+    const double k = 1 + drift[rt.rank];
+    const int64_t offset = 1000000000LL * (rt.rank + 1);
+    for (TraceRecord& rec : rt.records) {
+      rec.arrival = int64_t(double(rec.arrival) * k) + offset;
+      rec.exit = int64_t(double(rec.exit) * k) + offset + (rng() % 50 == 0 ? 2000000 : 0);
+    }
+  }
+  const Diagnosis d = diagnose(t);
+  ASSERT_TRUE(d.driftKnown);
+  ASSERT_EQ(d.driftPpm.size(), 4u);
+  EXPECT_EQ(d.driftPpm[0], 0);
+  // Rank 0 minus rank r gains (drift_0 - drift_r) / (1 + drift_r) per unit of r's time.
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_NEAR(d.driftPpm[size_t(r)], -drift[r] * 1e6, 0.5) << "rank " << r;
+    EXPECT_LT(d.driftErrorPpm[size_t(r)], 0.5) << "rank " << r;
+    EXPECT_EQ(d.resolvedDriftPpm(size_t(r)), d.driftPpm[size_t(r)]) << "rank " << r << ": clearly resolved";
+  }
+  // Without drift, nothing is resolved and nothing applied.
+  EXPECT_GT(d.driftSpanS, 30);
+  const Diagnosis still = diagnose(generate(s, 700));
+  for (size_t r = 0; r < 4; ++r) EXPECT_EQ(still.resolvedDriftPpm(r), 0) << "rank " << r;
+  // A short trace resolves nothing, whatever the estimate.
+  std::vector<RankTrace> brief = t;
+  for (RankTrace& rt : brief) rt.records.resize(300);
+  const Diagnosis b = diagnose(brief);
+  EXPECT_LT(b.driftSpanS, 30);
+  for (size_t r = 0; r < 4; ++r) EXPECT_EQ(b.resolvedDriftPpm(r), 0) << "rank " << r;
+}
+
 TEST(Diagnose, TheApplicationsDeclaredPeriodWins) {
   std::vector<RankTrace> t = generate({FailureMode::Healthy, 4, 5000, 0.02, -1, 1, 1500, 0.03, 4});
   t[0].periodHint = 6;  // two iterations of 3 collectives, say
