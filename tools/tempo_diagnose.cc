@@ -193,6 +193,12 @@ void printReport(const std::string& comm, const Diagnosis& d, const std::vector<
            : d.resolvedDriftPpm(top) != 0           ? "applied"
                                                     : "within the exits' scatter, not applied");
   printf("\n");
+  if (d.asymmetric && d.clocksAligned)
+    printf("  asymmetric collectives (broadcast, reduce, ...): %zu; arrival skew on rank 0's clock p50 %.1f us, p99 %.1f us\n",
+           d.asymmetric, d.asymSkewP50Us, d.asymSkewP99Us);
+  else if (d.asymmetric)
+    printf("  asymmetric collectives (broadcast, reduce, ...): %zu; no skew without every rank's clock offset\n",
+           d.asymmetric);
   printf("  skew p50 %.1f us, p99 %.1f us; transfer p50 %.1f us, p99 %.1f us\n", d.skewP50Us, d.skewP99Us,
          d.transferP50Us, d.transferP99Us);
   printf("  %-5s %-16s %10s %12s %10s\n", "rank", "host", "last %", "lead us", "gap x");
@@ -206,22 +212,6 @@ void printReport(const std::string& comm, const Diagnosis& d, const std::vector<
   }
   printf("  diagnosis: %s\n", tempo::pacing::failureModeName(d.mode));
   for (const std::string& e : d.evidence) printf("    - %s\n", e.c_str());
-}
-
-// Rank 0's clock minus `r`'s at r's time t: the offset its trace carries (measured at
-// init, about when its first collective began), plus the drift the diagnosis resolved since.
-// 0 unless `aligned` (every rank's offset known).
-int64_t clockShift(const RankTrace& r, const Diagnosis& d, bool aligned, int64_t t) {
-  if (!aligned) return 0;
-  const double drift = d.resolvedDriftPpm(size_t(r.rank));
-  const int64_t anchor = r.records.empty() ? t : r.records.front().arrival;
-  return r.clockOffsetNs + int64_t(drift * 1e-6 * double(t - anchor));
-}
-
-bool allClocksKnown(const std::vector<RankTrace>& ranks) {
-  for (const RankTrace& r : ranks)
-    if (!r.clockKnown) return false;
-  return !ranks.empty();
 }
 
 // ---- HTML report: inline SVG only ----
@@ -238,8 +228,7 @@ std::string esc(const std::string& s) {
 std::string timelineSvg(const std::vector<RankTrace>& ranks, const Diagnosis& d) {
   if (ranks.empty() || ranks[0].records.empty()) return "";
   const size_t shown = std::min<size_t>(ranks[0].records.size(), std::max<uint32_t>(1, d.period) * 4);
-  const bool aligned = allClocksKnown(ranks);
-  auto at = [&](const RankTrace& r, int64_t t) { return t + clockShift(r, d, aligned, t); };
+  auto at = [&](const RankTrace& r, int64_t t) { return tempo::pacing::onRankZeroClock(r, d, t); };
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   for (const RankTrace& r : ranks)
     for (size_t k = 0; k < std::min(shown, r.records.size()); ++k) {
@@ -364,7 +353,6 @@ bool writeChrome(const char* path, const std::map<std::string, std::pair<Diagnos
   const char* sep = "";
   int index = 0;
   for (const auto& [comm, r] : results) {
-    const bool aligned = allClocksKnown(r.second);
     for (const RankTrace& t : r.second) {
       const long pid = long(index) * 100000 + t.rank;
       fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,\"args\":{\"name\":\"rank %d (%s) comm %s\"}}",
@@ -375,14 +363,14 @@ bool writeChrome(const char* path, const std::map<std::string, std::pair<Diagnos
       for (const TraceRecord& c : t.records) {
         fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"coll\",\"ph\":\"X\",\"pid\":%ld,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
                 "\"args\":{\"seq\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"status\":%d}}",
-                esc(c.coll).c_str(), pid, double(c.arrival + clockShift(t, r.first, aligned, c.arrival)) / 1e3,
+                esc(c.coll).c_str(), pid, double(tempo::pacing::onRankZeroClock(t, r.first, c.arrival)) / 1e3,
                 double(c.exit - c.arrival) / 1e3, c.seq,
                 c.bytes, c.status);
         if (c.delay > 0)
           fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"pacing\",\"ph\":\"X\",\"pid\":%ld,\"tid\":0,\"ts\":%.3f,"
                   "\"dur\":%.3f}",
                   c.injected ? "pacing spread" : "pacing gate", pid,
-                  double(c.arrival + clockShift(t, r.first, aligned, c.arrival)) / 1e3,
+                  double(tempo::pacing::onRankZeroClock(t, r.first, c.arrival)) / 1e3,
                   double(c.delay) / 1e3);
       }
     }

@@ -211,6 +211,28 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
     }
   }
 
+  // Asymmetric collectives: arrival spread on rank 0's clock.
+  d.clocksAligned = true;
+  for (const RankTrace& r : ranks) d.clocksAligned &= r.clockKnown;
+  for (const TraceRecord* t0 : own) {
+    if (symmetric(t0->coll) || t0->status != 0) continue;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    bool complete = true;
+    for (size_t r = 0; r < N && complete; ++r) {
+      auto it = bySeq[r].find(t0->seq);
+      complete = it != bySeq[r].end() && it->second->status == 0 && it->second->coll == t0->coll;
+      if (!complete) break;
+      const int64_t a = onRankZeroClock(ranks[r], d, it->second->arrival);
+      lo = std::min(lo, a);
+      hi = std::max(hi, a);
+    }
+    if (!complete) continue;
+    ++d.asymmetric;
+    if (d.clocksAligned) d.asymSkewUs.push_back(double(hi - lo) / 1e3);
+  }
+  d.asymSkewP50Us = quantile(d.asymSkewUs, 0.5);
+  d.asymSkewP99Us = quantile(d.asymSkewUs, 0.99);
+
   // F3: transfer-time inflation and variability, per (collective, size), weighted by count.
   double inflation = 0, cov = 0, weight = 0;
   for (auto& [key, v] : transferBySize) {
@@ -402,6 +424,12 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
                                   slowest->tier, slowest->slowdownP50, others));
   }
   return d;
+}
+
+int64_t onRankZeroClock(const RankTrace& r, const Diagnosis& d, int64_t t) {
+  if (!d.clocksAligned) return t;
+  const int64_t anchor = r.records.empty() ? t : r.records.front().arrival;
+  return t + r.clockOffsetNs + int64_t(d.resolvedDriftPpm(size_t(r.rank)) * 1e-6 * double(t - anchor));
 }
 
 }  // namespace tempo::pacing

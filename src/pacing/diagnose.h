@@ -98,6 +98,13 @@ struct Diagnosis {
   // the heat map.
   std::vector<std::vector<double>> leadByIteration;
   std::vector<TierPace> tiers;     // F5: the tiers the traces saw data from, in tier order
+  // Clock-synced arrivals (every trace carries its offset to rank 0's clock): the
+  // asymmetric collectives (broadcast, reduce, gather, scatter, all-to-allv), whose exits
+  // are not simultaneous, get their skew from arrivals on rank 0's clock instead.
+  bool clocksAligned = false;
+  size_t asymmetric = 0;             // such collectives completed on every rank
+  std::vector<double> asymSkewUs;    // their arrival spread, when clocksAligned
+  double asymSkewP50Us = 0, asymSkewP99Us = 0;
   // Clock drift against rank 0 (pacing.md 1.4), from the traces alone: every rank leaves a
   // symmetric collective at about the same moment, so rank 0's exit minus rank r's is a
   // sample of their clock offset (biased by a few hop latencies, which drift does not
@@ -134,5 +141,10 @@ struct Diagnosis {
 
 // `ranks` must hold one trace per rank of the communicator (any order).
 Diagnosis diagnose(std::vector<RankTrace> ranks);
+
+// Rank r's local time t on rank 0's clock: plus the offset its trace carries (measured at
+// init, about when its first collective began) and the drift `d` resolved since. t itself
+// unless d.clocksAligned.
+int64_t onRankZeroClock(const RankTrace& r, const Diagnosis& d, int64_t t);
 
 }  // namespace tempo::pacing

@@ -208,6 +208,37 @@ TEST(Diagnose, FindsEachRanksClockDriftFromTheExits) {
   for (size_t r = 0; r < 4; ++r) EXPECT_EQ(b.resolvedDriftPpm(r), 0) << "rank " << r;
 }
 
+// Broadcasts have no simultaneous exits; with every rank's clock offset traced, their skew
+// is the spread of the arrivals on rank 0's clock.
+TEST(Diagnose, AsymmetricCollectivesTakeTheirSkewFromSyncedArrivals) {
+  std::vector<RankTrace> t = generate({FailureMode::Healthy, 4, 5000, 0.02, -1, 1, 1500, 0.03, 12}, 50);
+  for (RankTrace& rt : t) {
+    const int64_t offset = 1000000 * (rt.rank + 1);  // rank 0's clock minus this rank's
+    rt.clockKnown = true;
+    rt.clockOffsetNs = rt.rank == 0 ? 0 : offset;
+    for (uint64_t k = 0; k < 10; ++k) {
+      TraceRecord b;
+      b.seq = 1000 + k;
+      b.coll = "Broadcast";
+      b.bytes = 4096;
+      // On rank 0's clock rank r arrives 100 us x r after rank 0.
+      b.arrival = int64_t(9e9) + int64_t(k) * 1000000 + 100000 * rt.rank - rt.clockOffsetNs;
+      b.exit = b.arrival + 50000;
+      rt.records.push_back(b);
+    }
+  }
+  Diagnosis d = diagnose(t);
+  EXPECT_TRUE(d.clocksAligned);
+  EXPECT_EQ(d.asymmetric, 10u);
+  ASSERT_EQ(d.asymSkewUs.size(), 10u);
+  EXPECT_DOUBLE_EQ(d.asymSkewP50Us, 300);
+  t[2].clockKnown = false;
+  d = diagnose(t);
+  EXPECT_FALSE(d.clocksAligned);
+  EXPECT_EQ(d.asymmetric, 10u) << "still counted";
+  EXPECT_TRUE(d.asymSkewUs.empty()) << "but no skew without every clock";
+}
+
 TEST(Diagnose, TheApplicationsDeclaredPeriodWins) {
   std::vector<RankTrace> t = generate({FailureMode::Healthy, 4, 5000, 0.02, -1, 1, 1500, 0.03, 4});
   t[0].periodHint = 6;  // two iterations of 3 collectives, say
