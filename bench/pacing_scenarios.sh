@@ -4,13 +4,14 @@
 # 4:1 oversubscribed uplinks, ranks round-robin over the leaves; needs root).
 #
 #   bench/pacing_scenarios.sh [--scenarios "S0 S1 S2 S3"] [--rounds 2] [--iters 150] [--warmup 60]
-#                             [--compute-us 8000] [build dir]
+#                             [--compute-us 8000] [--competitor-bytes 1M] [build dir]
 #
 #   S0  iid compute noise (normal, sigma 10%), nothing shared: pacing must cost <= 1% and
 #       the controller stay off or disable itself.
 #   S1  a persistent straggler (rank 3 computes 1.3x) with a competing job on the same
-#       links (all_reduce_perf of 1 MiB in a loop, on the rank-order ring, which crosses
-#       the oversubscribed uplinks on every hop).
+#       links (all_reduce_perf of --competitor-bytes in a loop, on the rank-order ring,
+#       which crosses the oversubscribed uplinks on every hop; at 1 MiB it takes most of
+#       the uplinks, and the measured job's iteration is about 30x its compute).
 #   S2  several buckets in flight (8 buckets, 4 per group) with the straggler.
 #   S3  two training jobs on the same leaves: a second train_emulator (pacing off) runs
 #       beside the measured one.
@@ -19,7 +20,7 @@
 # start before and are stopped after it, on every host.
 set -euo pipefail
 
-scenarios="S0 S1 S2 S3" rounds=2 iters=150 warmup=60 compute=8000 build=build
+scenarios="S0 S1 S2 S3" rounds=2 iters=150 warmup=60 compute=8000 competitor_bytes=1M build=build
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
     --iters) iters=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --compute-us) compute=$2; shift 2 ;;
+    --competitor-bytes) competitor_bytes=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "pacing_scenarios.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) build=$1; shift ;;
@@ -47,7 +49,7 @@ for s in $scenarios; do
   case "$s" in
     S0) args=("${common[@]}") ;;
     S1) args=("${common[@]}" --straggler 3:1.3)
-        competitor="TEMPO_RING_ORDER=rank $perf -b 1M -e 1M -n 100000000 -w 0 -c 0" ;;
+        competitor="TEMPO_RING_ORDER=rank $perf -b $competitor_bytes -e $competitor_bytes -n 100000000 -w 0 -c 0" ;;
     S2) args=("${common[@]}" --straggler 3:1.3 --buckets 8 --inflight 4) ;;
     S3) args=("${common[@]}" --straggler 3:1.3)
         competitor="$emu --modes off --iters 100000000 --warmup 0 --rounds 1 --compute-us $compute --noise normal:0.1 --buckets 4 --bucket-bytes 262144 --inflight 2" ;;
