@@ -62,9 +62,11 @@ TEMPO_PARAM(ShmEager, "TEMPO_SHM_EAGER", Int, "-1",
 TEMPO_PARAM(ShmSplit, "TEMPO_SHM_SPLIT", Int, "262144",
             "Tempo's shm: a message pulled by cross-memory attach of at least this many bytes is moved by "
             "both processes at once, the receiver reading one half while the sender writes the other (0: off)")
-TEMPO_PARAM(ShmCma, "TEMPO_SHM_CMA", Int, "1",
+TEMPO_PARAM(ShmCma, "TEMPO_SHM_CMA", Int, "-1",
             "Tempo's shm: 1 moves messages over TEMPO_SHM_EAGER bytes with one copy by cross-memory "
-            "attach (process_vm_readv) where the kernel allows it; 0 streams them through the shared rings")
+            "attach (process_vm_readv) where the kernel allows it; 0 streams them through the shared rings; "
+            "-1 pulls only where the kernel's copy, measured once per process, is not clearly slower than "
+            "memcpy")
 TEMPO_PARAM(FiProvider, "FI_PROVIDER", Str, "",
             "libfabric provider for every peer (passed through to libfabric); default: shm on one "
             "host, tcp across hosts")

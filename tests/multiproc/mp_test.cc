@@ -100,7 +100,12 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.transport << " " << c.n
 std::vector<std::string> envFor(const Case& c, const char* mode) {
   std::vector<std::string> env = {std::string("TEMPO_MP_MODE=") + mode};
   const std::string t = c.transport;
-  if (t == "shm") env.push_back("TEMPO_TRANSPORT=shm");
+  if (t == "shm") {
+    env.push_back("TEMPO_TRANSPORT=shm");
+    // Large messages pulled by cross-memory attach unless the case says otherwise (by
+    // default only where it pays, which on some machines is never).
+    if (!*c.extraEnv) env.push_back("TEMPO_SHM_CMA=1");
+  }
   else if (t == "ucx") env.push_back("TEMPO_TRANSPORT=ucx");
   else if (t == "ucx_tcp") env.insert(env.end(), {"TEMPO_TRANSPORT=ucx", "UCX_TLS=tcp"});
   else if (t == "routed") env.insert(env.end(), {"TEMPO_HOSTNAME=host%r", "TEMPO_NET_LARGE_BYTES=4096"});

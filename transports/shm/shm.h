@@ -11,7 +11,9 @@
 // process_vm_readv: one copy, made by the kernel, with no memory registration; from
 // TEMPO_SHM_SPLIT bytes the sender writes the second half with process_vm_writev while the
 // receiver pulls the first. Where the kernel refuses cross-memory attach between the two
-// processes (ptrace policy, seccomp) or TEMPO_SHM_CMA=0, the receiver answers clear-to-send
+// processes (ptrace policy, seccomp), where it is clearly slower than memcpy (measured once
+// per process; virtual machines whose page pinning is costly) or with TEMPO_SHM_CMA=0, the
+// receiver answers clear-to-send
 // instead and the sender streams the data through the ring, so a large message never waits
 // in shared memory for a receive that has not been posted.
 #pragma once
