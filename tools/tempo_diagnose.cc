@@ -62,7 +62,7 @@ int64_t num(const std::string& line, const char* key, bool* ok) {
 
 // An optional "key":[a,b,c,d,e] of integers (a TEMPO_TRACE rx_<tier> flow) into `f`;
 // false when the key is present but malformed.
-bool flow(const std::string& line, const char* key, tempo::pacing::TraceFlow* f) {
+bool flow(const std::string& line, const char* key, tempo::pacing::TierFlow* f) {
   const std::string pat = std::string("\"") + key + "\":[";
   size_t at = line.find(pat);
   if (at == std::string::npos) return true;
@@ -133,7 +133,7 @@ bool readTrace(const char* path, std::map<std::string, Comm>& comms) {
       t.delay = num(line, "delay", &ok);
       t.status = int(num(line, "status", &ok));
       t.injected = line.find("\"inject\":1") != std::string::npos;
-      for (size_t k = 0; k < tempo::pacing::kTraceTiers; ++k)
+      for (size_t k = 0; k < tempo::pacing::kTiers; ++k)
         ok = flow(line, ("rx_" + std::string(tempo::pacing::kTierNames[k])).c_str(), &t.flows[k]) && ok;
       if (!ok) {
         fprintf(stderr, "tempo-diagnose: %s:%zu: a malformed coll line\n", path, no);

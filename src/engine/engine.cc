@@ -53,15 +53,6 @@ const char* collName(CollKind k) {
   return "?";
 }
 
-const char* tierName(Tier t) {
-  switch (t) {
-    case Tier::Host: return "host";
-    case Tier::Leaf: return "leaf";
-    case Tier::Fabric: return "fabric";
-  }
-  return "?";
-}
-
 void Engine::noteReceived(OpRecord& r, int peer, uint64_t bytes) {
   if (r.tFirstData && peerTier_.empty()) return;  // the common case: one test, no clock read
   const int64_t now = nowNs();

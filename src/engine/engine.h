@@ -27,6 +27,7 @@
 #include "src/core/dtype.h"
 #include "src/core/status.h"
 #include "src/engine/regions.h"
+#include "src/pacing/flow.h"
 #include "src/pacing/monitor.h"
 #include "transports/transport.h"
 
@@ -55,22 +56,11 @@ enum class CollKind : uint8_t {
 };
 const char* collName(CollKind k);
 
-// Where a peer sits relative to this rank (pacing.md 1.8, F5): on the same host, under
-// the same leaf switch, or beyond it (across the spine; with no switch map, any other
-// host).
-enum class Tier : uint8_t { Host = 0, Leaf, Fabric };
-inline constexpr size_t kTiers = 3;
-const char* tierName(Tier t);  // "host", "leaf", "fabric"
-
-// The data one collective received from one tier's peers: bytes and messages, the
-// completion times of the first and last message, and the bytes that arrived after the
-// first (so that paced / (last - first) is the rate at which that tier delivered once it
-// flowed). All 0 when nothing came from the tier.
-struct TierFlow {
-  uint64_t bytes = 0, paced = 0;
-  uint32_t msgs = 0;
-  int64_t first = 0, last = 0;
-};
+// Peers' tiers and the per-tier receive accounting (src/pacing/flow.h).
+using pacing::Tier;
+using pacing::TierFlow;
+using pacing::kTiers;
+using pacing::tierName;
 
 // What the engine records about every collective (skew measurement builds on this).
 struct OpRecord {

@@ -345,11 +345,11 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
 
   // F5: per tier, the rate each rank's peers of that tier delivered at in each collective,
   // against the best seen for the same (collective, size).
-  for (size_t t = 0; t < kTraceTiers; ++t) {
+  for (size_t t = 0; t < kTiers; ++t) {
     std::map<std::pair<std::string, uint64_t>, std::vector<double>> nsPerByte;
     for (const RankTrace& rt : ranks)
       for (const TraceRecord& rec : rt.records) {
-        const TraceFlow& f = rec.flows[t];
+        const TierFlow& f = rec.flows[t];
         if (rec.status == 0 && f.msgs >= 2 && f.paced > 0 && f.last > f.first)
           nsPerByte[{rec.coll, rec.bytes}].push_back(double(f.last - f.first) / double(f.paced));
       }

@@ -28,17 +28,9 @@
 #include <string>
 #include <vector>
 
-namespace tempo::pacing {
+#include "src/pacing/flow.h"
 
-// What one collective received from one tier's peers (TEMPO_TRACE's rx_<tier>): bytes,
-// bytes after the first message, messages, and the first and last message's completion.
-struct TraceFlow {
-  uint64_t bytes = 0, paced = 0;
-  uint32_t msgs = 0;
-  int64_t first = 0, last = 0;
-};
-inline constexpr size_t kTraceTiers = 3;
-inline constexpr const char* kTierNames[kTraceTiers] = {"host", "leaf", "fabric"};
+namespace tempo::pacing {
 
 struct TraceRecord {
   uint64_t seq = 0;
@@ -47,7 +39,7 @@ struct TraceRecord {
   int64_t arrival = 0, firstData = 0, exit = 0, delay = 0;
   bool injected = false;  // the delay spread the sends (TEMPO_PACING_ACTUATOR=inject), no gate
   int status = 0;
-  std::array<TraceFlow, kTraceTiers> flows{};  // by tier: host, leaf, fabric
+  std::array<TierFlow, kTiers> flows{};  // received by tier (TEMPO_TRACE's rx_<tier>; flow.h)
 };
 
 // F5: how fast one tier's peers delivered data once it flowed (bytes after the first
