@@ -164,16 +164,25 @@ Status Bootstrap::barrier(Deadline deadline) {
   return allGather(tokens, 1, deadline);
 }
 
-void Bootstrap::notifyNeighbours(Status status, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(ringMu_);
-  if (notified_ || nranks_ <= 1) return;
-  notified_ = true;
-  ErrorReply e{int32_t(status), reason};
-  std::vector<uint8_t> frame = encodeAbort(e);
+void Bootstrap::sendToNeighbours(const std::vector<uint8_t>& frame) {
   auto bytes = std::as_bytes(std::span(frame));
   Deadline soon = Deadline::after(200000000);
   (void)next_.sendAll(bytes, soon);
   if (prev_.fd() != next_.fd()) (void)prev_.sendAll(bytes, soon);
+}
+
+void Bootstrap::notifyNeighbours(Status status, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(ringMu_);
+  if (notified_ || nranks_ <= 1) return;
+  notified_ = true;
+  sendToNeighbours(encodeAbort(ErrorReply{int32_t(status), reason}));
+}
+
+void Bootstrap::announceLeave(uint64_t collectives) {
+  std::lock_guard<std::mutex> lock(ringMu_);
+  if (notified_ || nranks_ <= 1) return;
+  notified_ = true;
+  sendToNeighbours(encodeLeave(collectives));
 }
 
 Status Bootstrap::pollNotice(std::string* reason) {
@@ -182,7 +191,9 @@ Status Bootstrap::pollNotice(std::string* reason) {
   // report this time; the next poll will see it.
   std::unique_lock<std::mutex> lock(ringMu_, std::try_to_lock);
   if (!lock.owns_lock()) return Status::Success;
-  for (const Socket* s : {&next_, &prev_}) {
+  const Socket* sides[2] = {&next_, &prev_};
+  for (int side = 0; side < 2; ++side) {
+    const Socket* s = sides[side];
     if (!s->valid()) continue;
     pollfd p{s->fd(), POLLIN, 0};
     if (::poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) continue;
@@ -194,6 +205,13 @@ Status Bootstrap::pollNotice(std::string* reason) {
     TEMPO_ASSIGN(Header h, decodeHeader(hdr, kMaxAbortBytes));
     std::vector<uint8_t> payload(h.length);
     TEMPO_TRY(s->recvAll(std::as_writable_bytes(std::span(payload)), soon));
+    if (h.type == MsgType::Leave) {
+      TEMPO_ASSIGN(uint64_t collectives, decodeLeave(payload));
+      // With two ranks both sides are one connection to one neighbour.
+      for (int other = 0; other < 2; ++other)
+        if (other == side || sides[other]->fd() == s->fd()) leftAfter_[other].store(collectives);
+      continue;
+    }
     if (h.type != MsgType::Abort)
       return fail(Status::InternalError, "bootstrap: unexpected message type %d from a ring neighbour", int(h.type));
     TEMPO_ASSIGN(ErrorReply e, decodeError(payload));
@@ -210,7 +228,25 @@ void Bootstrap::shutdown() {
 }
 
 bool Bootstrap::neighbourGone() const {
-  return nranks_ > 1 && (next_.peerClosed() || prev_.peerClosed());
+  if (nranks_ <= 1) return false;
+  const Socket* sides[2] = {&next_, &prev_};
+  for (int side = 0; side < 2; ++side) {
+    if (leftAfter_[side].load() != kStayed || !sides[side]->peerClosed()) continue;
+    // Bytes still to read may be the neighbour's Leave notice: pollNotice() reads them first.
+    std::byte peek;
+    if (::recv(sides[side]->fd(), &peek, 1, MSG_PEEK | MSG_DONTWAIT) != 1) return true;
+  }
+  return false;
+}
+
+std::optional<Bootstrap::Departure> Bootstrap::neighbourLeft() const {
+  std::optional<Departure> first;
+  const int ranks[2] = {(rank_ + 1) % nranks_, (rank_ + nranks_ - 1) % nranks_};
+  for (int side = 0; side < 2; ++side) {
+    uint64_t n = leftAfter_[side].load();
+    if (n != kStayed && (!first || n < first->collectives)) first = Departure{ranks[side], n};
+  }
+  return first;
 }
 
 }  // namespace tempo::bootstrap

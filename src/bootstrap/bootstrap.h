@@ -6,8 +6,10 @@
 // time (the communicator's init or control path).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,8 +49,21 @@ class Bootstrap {
   // which) delivers its message of at most `maxLength` bytes. Others are dropped.
   Status sendDirect(int to, std::span<const uint8_t> payload, Deadline deadline);
   Result<std::vector<uint8_t>> recvDirect(int from, uint32_t maxLength, Deadline deadline, int* sender = nullptr);
-  // True if a ring neighbour's connection has closed (it exited or aborted).
+  // True if a ring neighbour's connection has closed without a Leave notice before it
+  // (the neighbour exited or aborted). A close is judged only once everything the
+  // neighbour sent before it has been read by pollNotice().
   bool neighbourGone() const;
+  // A clean departure (announceLeave) by a ring neighbour, as read by pollNotice().
+  struct Departure {
+    int rank = -1;
+    uint64_t collectives = 0;  // how many collectives it issued before finalizing
+  };
+  // The ring neighbour that announced it left after the fewest collectives, if any.
+  std::optional<Departure> neighbourLeft() const;
+  // Tells both ring neighbours that this rank finalized cleanly after `collectives`
+  // collectives, so that they do not mistake the close that follows for a failure. At most
+  // once, and not after a failure notice; best effort, bounded wait.
+  void announceLeave(uint64_t collectives);
   // Failure propagation around the ring, once the communicator is unusable: tells both
   // ring neighbours why (best effort, bounded wait). A rank that receives a notice
   // forwards it once, so every rank learns of it within about n/2 checks.
@@ -65,6 +80,8 @@ class Bootstrap {
  private:
   Bootstrap() = default;
   Status connectRing(Deadline deadline);
+  // Sends one framed message to both ring neighbours (best effort, bounded). Holds ringMu_.
+  void sendToNeighbours(const std::vector<uint8_t>& frame);
   // Accepts until a connection presents this communicator's secret and nonce as rank
   // `from` (any rank if -1, stored in *sender) with `purpose`; unauthenticated ones are
   // dropped with a rate-limited warning.
@@ -76,6 +93,10 @@ class Bootstrap {
   std::vector<PeerInfo> peers_;
   Socket listener_, next_, prev_;
   bool notified_ = false;
+  // Collectives announced by a departing next_ / prev_ neighbour; kStayed until then. Set
+  // by pollNotice (under ringMu_), read by neighbourGone on any thread.
+  static constexpr uint64_t kStayed = UINT64_MAX;
+  std::atomic<uint64_t> leftAfter_[2] = {kStayed, kStayed};
   // Serialises the ring sockets' users: all-gathers and barriers, notices sent, and polls
   // for notices (which may come from ncclCommGetAsyncError on any thread).
   std::mutex ringMu_;

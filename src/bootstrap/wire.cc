@@ -184,7 +184,7 @@ Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t 
   uint16_t type = r.u16();
   r.u16();
   uint32_t length = r.u32();
-  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Direct)) return malformed("header (type)");
+  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Leave)) return malformed("header (type)");
   if (length > maxLength)
     return fail(Status::InvalidArgument, "bootstrap: message of %u bytes exceeds the limit of %u", length,
                 maxLength);
@@ -250,6 +250,20 @@ std::vector<uint8_t> encodeStatusReason(MsgType type, const ErrorReply& e) {
 
 std::vector<uint8_t> encodeError(const ErrorReply& e) { return encodeStatusReason(MsgType::Error, e); }
 std::vector<uint8_t> encodeAbort(const ErrorReply& e) { return encodeStatusReason(MsgType::Abort, e); }
+
+std::vector<uint8_t> encodeLeave(uint64_t collectives) {
+  std::vector<uint8_t> p;
+  Writer w(p);
+  w.u64(collectives);
+  return framed(MsgType::Leave, p);
+}
+
+Result<uint64_t> decodeLeave(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  uint64_t collectives = r.u64();
+  if (!r.ok() || r.left() != 0) return malformed("leave notice");
+  return collectives;
+}
 
 std::vector<uint8_t> encodeDirect(std::span<const uint8_t> payload) {
   return framed(MsgType::Direct, std::vector<uint8_t>(payload.begin(), payload.end()));

@@ -56,6 +56,7 @@ enum class MsgType : uint16_t {
   PeerHello = 4,  // rank -> rank: secret, comm nonce, sender rank, purpose
   Abort = 5,      // rank -> ring neighbour: the communicator failed; status and reason
   Direct = 6,     // rank -> rank, after a kDirect PeerHello: one opaque payload
+  Leave = 7,      // rank -> ring neighbour: finalized cleanly after this many collectives
 };
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMsgMagic = 0x424d5054;  // "TPMB"
@@ -96,6 +97,9 @@ std::vector<uint8_t> encodeError(const ErrorReply& e);
 Result<ErrorReply> decodeError(std::span<const uint8_t> payload);
 // An Abort notice carries the same fields as an Error reply.
 std::vector<uint8_t> encodeAbort(const ErrorReply& e);
+// A Leave notice: the number of collectives the sender issued before it finalized.
+std::vector<uint8_t> encodeLeave(uint64_t collectives);
+Result<uint64_t> decodeLeave(std::span<const uint8_t> payload);
 // A Direct message: the payload as is, framed.
 std::vector<uint8_t> encodeDirect(std::span<const uint8_t> payload);
 

@@ -806,9 +806,15 @@ Status Communicator::check(bool closedIsFatal) {
     Status notice = boot_->pollNotice(&why);
     if (!ok(notice)) return fail(notice, "%s", why.empty() ? "a ring neighbour failed" : why.c_str());
   }
-  if (closedIsFatal && boot_ && boot_->neighbourGone())
+  if (!closedIsFatal || !boot_) return Status::Success;
+  if (boot_->neighbourGone())
     return fail(Status::RemoteError,
                 "rank %d: a ring neighbour closed its connection (the peer process exited or aborted)", rank_);
+  if (auto left = boot_->neighbourLeft(); left && engine_ && engine_->nextSeq() > left->collectives)
+    return fail(Status::RemoteError,
+                "rank %d: rank %d finalized its communicator after %lu collectives, but this rank has issued %lu "
+                "(the ranks did not call the same collectives)",
+                rank_, left->rank, (unsigned long)left->collectives, (unsigned long)engine_->nextSeq());
   return Status::Success;
 }
 
@@ -843,7 +849,11 @@ Status Communicator::finalize() {
     TEMPO_TRY(engine::waitAll(std::span(&e, 1)));
   }
   finalized_ = true;
-  return asyncError();
+  // Everything this rank issued is done: tell the ring neighbours, so that the close which
+  // follows destruction does not read to them as this rank's failure.
+  Status s = asyncError();
+  if (ok(s) && boot_) boot_->announceLeave(engine_->nextSeq());
+  return s;
 }
 
 bool Communicator::waitForDriverToLeave(const char* fn, std::unique_lock<std::timed_mutex>& drive) {

@@ -198,9 +198,11 @@ class Communicator : public engine::Liveness {
   // Waits for a nonblocking job in flight to finish (ncclCommDestroy).
   void waitAsync();
   // engine::Liveness: fails when a ring neighbour reported a failure or (with
-  // `closedIsFatal`, as during a collective) when its bootstrap connection is gone. Idle
-  // callers pass false: a peer that destroyed its communicator cleanly is not an error
-  // until something waits on it.
+  // `closedIsFatal`, as during a collective) when its bootstrap connection is gone. A
+  // neighbour that finalized cleanly is no failure: ranks finish a collective at different
+  // times, and one may be destroyed while the others still receive. It is one only when
+  // this rank has issued more collectives than the neighbour did before it left, since
+  // those can never complete. Idle callers pass false.
   Status check(bool closedIsFatal);
   Status check() override { return check(true); }
   bool abortRequested() const override {

@@ -11,6 +11,27 @@ uint32_t signatureOf(uint8_t coll, uint64_t bytes) {
   return (uint32_t(coll) << 8) | log2;
 }
 
+std::vector<double> phaseMedians(std::span<const double> gaps, uint64_t first, uint32_t q) {
+  std::vector<double> med(q, 0.0);
+  if (q == 0 || gaps.size() < 2) return med;
+  // Group gaps 1.. by phase (counting sort), then take each group's median: one stall of
+  // 100 ms among 30 gaps of 1 ms moves a mean a lot and a median not at all.
+  std::vector<uint32_t> start(q + 1, 0);
+  for (size_t i = 1; i < gaps.size(); ++i) ++start[(first + i) % q + 1];
+  for (uint32_t j = 0; j < q; ++j) start[j + 1] += start[j];
+  std::vector<double> byPhase(gaps.size() - 1);
+  std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+  for (size_t i = 1; i < gaps.size(); ++i) byPhase[fill[(first + i) % q]++] = gaps[i];
+  for (uint32_t j = 0; j < q; ++j) {
+    auto b = byPhase.begin() + start[j], e = byPhase.begin() + start[j + 1];
+    if (b == e) continue;
+    auto mid = b + (e - b) / 2;
+    std::nth_element(b, mid, e);
+    med[j] = *mid;
+  }
+  return med;
+}
+
 uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p) {
   if (p == 0) return 0;
   uint32_t best = p;
@@ -19,24 +40,13 @@ uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p) {
     const uint32_t q = k * p;
     if (q < 2) continue;  // one phase: nothing to single out
     if (4 * size_t(q) > gaps.size()) break;
-    // Mean gap per phase (gap index i belongs to phase i % q).
-    std::array<double, 8 * 170 + 1> sum{};
-    std::array<uint32_t, 8 * 170 + 1> n{};
-    if (q >= sum.size()) break;
-    for (size_t i = 1; i < gaps.size(); ++i) {
-      sum[i % q] += gaps[i];
-      ++n[i % q];
-    }
-    std::array<double, 8 * 170 + 1> mean{};
-    for (uint32_t j = 0; j < q; ++j) mean[j] = n[j] ? sum[j] / n[j] : 0;
-    const uint32_t top = uint32_t(std::max_element(mean.begin(), mean.begin() + q) - mean.begin());
-    std::array<double, 8 * 170> others{};
-    uint32_t m = 0;
-    for (uint32_t j = 0; j < q; ++j)
-      if (j != top) others[m++] = mean[j];
-    std::nth_element(others.begin(), others.begin() + m / 2, others.begin() + m);
-    const double rest = others[m / 2];
-    const double score = rest > 0 ? mean[top] / rest : (mean[top] > 0 ? 1e9 : 1);
+    std::vector<double> med = phaseMedians(gaps, 0, q);
+    const uint32_t top = uint32_t(std::max_element(med.begin(), med.end()) - med.begin());
+    const double longest = med[top];
+    med.erase(med.begin() + top);
+    std::nth_element(med.begin(), med.begin() + med.size() / 2, med.end());
+    const double rest = med[med.size() / 2];
+    const double score = rest > 0 ? longest / rest : (longest > 0 ? 1e9 : 1);
     if (score > std::max(4.0, 1.5 * bestScore)) {
       best = q;
       bestScore = score;
@@ -65,31 +75,21 @@ uint32_t IterationTracker::detectPeriod() const {
   return 0;
 }
 
-// The phase (absolute index mod p) whose arrivals follow the longest mean gap since the
-// previous collective's exit: where the compute phase sits.
+// The phase (absolute index mod p) whose arrivals follow the longest median gap since the
+// previous collective's exit: where the compute phase sits. Reads gaps_ (update()).
 uint32_t IterationTracker::bestPhase(uint32_t p) const {
   if (p == 1) return 0;
   const uint64_t have = std::min<uint64_t>(pushed_, kHistory);
-  std::array<double, kHistory / 3 + 1> gap{};  // p <= kHistory / 3 (detectPeriod)
-  if (p >= gap.size()) return 0;
-  for (uint64_t a = pushed_ - have + 1; a < pushed_; ++a) {
-    const Entry& e = hist_[a % kHistory];
-    const Entry& prev = hist_[(a - 1) % kHistory];
-    gap[a % p] += double(e.arrival - prev.exit);
-  }
-  return uint32_t(std::max_element(gap.begin(), gap.begin() + p) - gap.begin());
+  std::vector<double> med = phaseMedians(gaps_, pushed_ - have, p);
+  return uint32_t(std::max_element(med.begin(), med.end()) - med.begin());
 }
 
 int64_t IterationTracker::update() {
-  uint32_t p = hint_;
-  if (!p) {
-    p = detectPeriod();
-    const uint64_t have = std::min<uint64_t>(pushed_, kHistory);
-    gaps_.clear();
-    for (uint64_t a = pushed_ - have; a < pushed_; ++a)
-      gaps_.push_back(a == pushed_ - have ? 0.0 : double(hist_[a % kHistory].arrival - hist_[(a - 1) % kHistory].exit));
-    p = refinePeriod(gaps_, p);
-  }
+  const uint64_t have = std::min<uint64_t>(pushed_, kHistory);
+  gaps_.clear();
+  for (uint64_t a = pushed_ - have; a < pushed_; ++a)
+    gaps_.push_back(a == pushed_ - have ? 0.0 : double(hist_[a % kHistory].arrival - hist_[(a - 1) % kHistory].exit));
+  uint32_t p = hint_ ? hint_ : refinePeriod(gaps_, detectPeriod());
   if (p == 0) return 0;
   const uint32_t phase = bestPhase(p);
   if (p != period_ || phase != phase_) {  // a new pattern: its iterations start afresh

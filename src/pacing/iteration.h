@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace tempo::pacing {
@@ -23,11 +24,15 @@ uint32_t signatureOf(uint8_t coll, uint64_t bytes);
 // Equal signatures may hide a longer iteration (a loop of two equal buckets repeats with
 // period 1). Given the gaps before each collective (arrival - previous exit; gaps[i]
 // precedes collective i) and the signature period p, returns the multiple k x p (k <= 8)
-// whose phases' mean gaps single out one long gap, the compute phase, most clearly: the
-// longest phase's mean gap must be 4x the median of the others', and a longer candidate
+// whose phases' median gaps single out one long gap, the compute phase, most clearly: the
+// longest phase's median gap must be 4x the median of the others', and a longer candidate
 // must make it stand out 1.5x more than the best shorter one. Returns p when no multiple
 // does (uneven compute phases, say alternating 8 and 12 ms, are not a longer period).
+// Medians, not means: a single stall (a preempted rank) must not invent a phase.
 uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p);
+// The median of each phase's gaps, gap i (i >= 1; gap 0 has no predecessor) belonging to
+// phase (first + i) % q.
+std::vector<double> phaseMedians(std::span<const double> gaps, uint64_t first, uint32_t q);
 
 struct IterationSummary {
   uint32_t period = 0;       // collectives per iteration (0: no pattern found yet)

@@ -191,6 +191,25 @@ TEST(MultiProcessAbort, AbortFromAnotherThreadMidCollective) {
   }
 }
 
+// A rank that finalizes and destroys its communicator while the others still finish
+// work it is done with is no failure; one that leaves before a collective the
+// others go on to call is, and they fail with ncclRemoteError instead of hanging.
+TEST(MultiProcessLeave, RankDoneWithItsPartMayLeaveWhileOthersFinish) {
+  for (const char* transport : faultTransports()) {
+    SCOPED_TRACE(transport);
+    expectAllSucceed(runWorkers(4, envFor(Case{transport, 4, "", ""}, "leave"), 60));
+  }
+}
+
+TEST(MultiProcessLeave, RankThatLeavesACollectiveEarlyFailsTheOthersCall) {
+  for (const char* transport : faultTransports()) {
+    SCOPED_TRACE(transport);
+    std::vector<std::string> env = envFor(Case{transport, 4, "", ""}, "leave");
+    env.push_back("TEMPO_MP_LEAVE_EARLY=1");
+    expectAllSucceed(runWorkers(4, env, 60));
+  }
+}
+
 // reliability.md F6: a rank dies; the survivors' call fails, they shrink the communicator
 // with NCCL_SHRINK_ABORT and carry on, bit-exact, without it.
 TEST(MultiProcessShrink, SurvivorsShrinkAwayADeadRankAndCarryOn) {

@@ -16,6 +16,10 @@
 //   abort   the last rank aborts its communicator from a second thread while its first
 //           is inside an all-reduce the others have not joined; they join afterwards and
 //           must fail, not hang (exit 1 if a call succeeds or abort takes over 10 s)
+//   leave   ranks finish at different times: rank 0 destroys its communicator once its send
+//           to the last rank is done, while the last rank still waits on a late rank's
+//           send, which must succeed. With TEMPO_MP_LEAVE_EARLY=1, rank 0 then leaves one collective early
+//           and every other rank's next all-reduce must fail with ncclRemoteError.
 // Diagnostics go to stderr prefixed with the rank.
 #include <unistd.h>
 
@@ -266,6 +270,47 @@ int abortMidCollective(ncclComm_t comm) {
   return r != ncclSuccess ? 0 : 1;
 }
 
+int leave(ncclComm_t comm) {
+  using Clock = std::chrono::steady_clock;
+  constexpr size_t kCount = 256;
+  const int root = g_size - 1, late = g_size - 2;
+  const bool early = getenv("TEMPO_MP_LEAVE_EARLY") != nullptr;
+  // Rank 0 and the late rank send a block to the last rank. Rank 0's send is done (and
+  // it destroys its communicator) long before the last rank, its bootstrap ring
+  // neighbour, has heard from the late rank.
+  std::vector<float> mine(kCount, float(g_rank + 1)), got[2] = {std::vector<float>(kCount), std::vector<float>(kCount)};
+  const auto t0 = Clock::now();
+  if (g_rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  if (g_rank == 0 || g_rank == late) CHECK_NCCL(ncclSend(mine.data(), kCount, ncclFloat32, root, comm, nullptr));
+  if (g_rank == root) {
+    CHECK_NCCL(ncclGroupStart());
+    CHECK_NCCL(ncclRecv(got[0].data(), kCount, ncclFloat32, 0, comm, nullptr));
+    CHECK_NCCL(ncclRecv(got[1].data(), kCount, ncclFloat32, late, comm, nullptr));
+    CHECK_NCCL(ncclGroupEnd());
+    for (int k = 0; k < 2; ++k)
+      for (float x : got[k])
+        if (x != float((k ? late : 0) + 1)) {
+          fprintf(stderr, "[rank %d] received %g from rank %d\n", g_rank, double(x), k ? late : 0);
+          return 1;
+        }
+  }
+  fprintf(stderr, "[rank %d] point-to-point done after %.3f s\n", g_rank,
+          std::chrono::duration<double>(Clock::now() - t0).count());
+  if (g_rank == 0 || !early) {
+    CHECK_NCCL(ncclCommFinalize(comm));
+    CHECK_NCCL(ncclCommDestroy(comm));
+    return 0;
+  }
+  // An all-reduce that rank 0, gone, never joins: it fails instead of hanging.
+  const auto t1 = Clock::now();
+  ncclResult_t r = ncclAllReduce(mine.data(), mine.data(), kCount, ncclFloat32, ncclSum, comm, nullptr);
+  const double secs = std::chrono::duration<double>(Clock::now() - t1).count();
+  fprintf(stderr, "[rank %d] all-reduce without rank 0 returned %s after %.3f s: %s\n", g_rank,
+          ncclGetErrorString(r), secs, ncclGetLastError(comm));
+  ncclCommAbort(comm);
+  return r == ncclRemoteError ? 0 : 1;
+}
+
 // The last rank dies right after init. The survivors' all-reduce on the parent fails
 // instead of hanging; they shrink it with NCCL_SHRINK_ABORT, excluding the dead rank, and
 // the shrunk communicator runs 200 bit-exact all-reduces.
@@ -319,6 +364,7 @@ int main() {
   CHECK_NCCL(ncclCommInitRank(&comm, g_size, id, g_rank));
   if (mode == "abort") return abortMidCollective(comm);
   if (mode == "shrink") return shrinkAfterDeath(comm);
+  if (mode == "leave") return leave(comm);
   int failures = mode == "memory"        ? memory(comm, rss0)
                  : mode == "collectives" ? collectives(comm)
                  : mode == "skew"        ? skew(comm)

@@ -116,6 +116,20 @@ TEST(IterationTracker, EqualBucketsAfterOneComputePhaseFormOneIteration) {
   EXPECT_EQ(refinePeriod(gaps, 1), 3u);
 }
 
+TEST(IterationTracker, OneStallDoesNotInventALongerPeriod) {
+  // Two all-reduces after a 1 ms compute phase, and one 100 ms stall (a preempted
+  // process) in one compute phase. By means, that phase of a 16-collective "period" would
+  // stand out 3x more than the compute phase of the real period of 2.
+  std::vector<double> gaps;
+  for (int i = 0; i < 512; ++i) gaps.push_back(i % 2 == 0 ? 1e6 : 2e4);
+  gaps[300] = 1e8;
+  EXPECT_EQ(refinePeriod(gaps, 2), 2u);
+  EXPECT_EQ(refinePeriod(gaps, 1), 2u) << "equal buckets: the compute phase still sets the period";
+  std::vector<double> med = phaseMedians(gaps, 0, 2);
+  EXPECT_DOUBLE_EQ(med[0], 1e6);
+  EXPECT_DOUBLE_EQ(med[1], 2e4);
+}
+
 TEST(IterationTracker, NoPatternNoIterations) {
   IterationTracker t;
   for (int i = 0; i < 50; ++i) t.push(signatureOf(0, uint64_t(1) << (i % 7 + i % 5)), i * 100, i * 100 + 50);

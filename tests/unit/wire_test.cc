@@ -117,6 +117,19 @@ TEST(Messages, TruncatedOrPaddedPayloadsAreRejected) {
   EXPECT_FALSE(decodeHello(longer).ok());
 }
 
+TEST(Messages, LeaveNoticeCarriesTheCollectiveCountExactly) {
+  std::vector<uint8_t> m = encodeLeave(0x0102030405060708ull);
+  ASSERT_TRUE(decodeHeader(std::span<const uint8_t, kHeaderBytes>(m.data(), kHeaderBytes), 8).ok());
+  std::span<const uint8_t> payload = std::span(m).subspan(kHeaderBytes);
+  Result<uint64_t> n = decodeLeave(payload);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0x0102030405060708ull);
+  EXPECT_FALSE(decodeLeave(payload.first(7)).ok()) << "truncated";
+  std::vector<uint8_t> longer(payload.begin(), payload.end());
+  longer.push_back(0);
+  EXPECT_FALSE(decodeLeave(longer).ok()) << "padded";
+}
+
 TEST(Secrets, CompareAllBytes) {
   Secret a{}, b{};
   EXPECT_TRUE(secretsEqual(a, b));
