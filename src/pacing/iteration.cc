@@ -11,28 +11,29 @@ uint32_t signatureOf(uint8_t coll, uint64_t bytes) {
   return (uint32_t(coll) << 8) | log2;
 }
 
-std::vector<double> phaseMedians(std::span<const double> gaps, uint64_t first, uint32_t q) {
-  std::vector<double> med(q, 0.0);
-  if (q == 0 || gaps.size() < 2) return med;
+void phaseMedians(std::span<const double> gaps, uint64_t first, uint32_t q, PhaseScratch& scratch) {
+  std::vector<double>& med = scratch.medians;
+  med.assign(q, 0.0);
+  if (q == 0 || gaps.size() < 2) return;
   // Group gaps 1.. by phase (counting sort), then take each group's median: one stall of
   // 100 ms among 30 gaps of 1 ms moves a mean a lot and a median not at all.
-  std::vector<uint32_t> start(q + 1, 0);
+  std::vector<uint32_t>& start = scratch.start;
+  start.assign(q + 1, 0);
   for (size_t i = 1; i < gaps.size(); ++i) ++start[(first + i) % q + 1];
   for (uint32_t j = 0; j < q; ++j) start[j + 1] += start[j];
-  std::vector<double> byPhase(gaps.size() - 1);
-  std::vector<uint32_t> fill(start.begin(), start.end() - 1);
-  for (size_t i = 1; i < gaps.size(); ++i) byPhase[fill[(first + i) % q]++] = gaps[i];
+  scratch.byPhase.resize(gaps.size() - 1);
+  scratch.fill.assign(start.begin(), start.end() - 1);
+  for (size_t i = 1; i < gaps.size(); ++i) scratch.byPhase[scratch.fill[(first + i) % q]++] = gaps[i];
   for (uint32_t j = 0; j < q; ++j) {
-    auto b = byPhase.begin() + start[j], e = byPhase.begin() + start[j + 1];
+    auto b = scratch.byPhase.begin() + start[j], e = scratch.byPhase.begin() + start[j + 1];
     if (b == e) continue;
     auto mid = b + (e - b) / 2;
     std::nth_element(b, mid, e);
     med[j] = *mid;
   }
-  return med;
 }
 
-uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p) {
+uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p, PhaseScratch& scratch) {
   if (p == 0) return 0;
   uint32_t best = p;
   double bestScore = 1;
@@ -40,10 +41,11 @@ uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p) {
     const uint32_t q = k * p;
     if (q < 2) continue;  // one phase: nothing to single out
     if (4 * size_t(q) > gaps.size()) break;
-    std::vector<double> med = phaseMedians(gaps, 0, q);
-    const uint32_t top = uint32_t(std::max_element(med.begin(), med.end()) - med.begin());
-    const double longest = med[top];
-    med.erase(med.begin() + top);
+    phaseMedians(gaps, 0, q, scratch);
+    std::vector<double>& med = scratch.medians;
+    const auto top = std::max_element(med.begin(), med.end());
+    const double longest = *top;
+    med.erase(top);  // the others', whose median the longest must stand out from
     std::nth_element(med.begin(), med.begin() + med.size() / 2, med.end());
     const double rest = med[med.size() / 2];
     const double score = rest > 0 ? longest / rest : (longest > 0 ? 1e9 : 1);
@@ -53,6 +55,20 @@ uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p) {
     }
   }
   return best;
+}
+
+uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p) {
+  PhaseScratch scratch;
+  return refinePeriod(gaps, p, scratch);
+}
+
+IterationTracker::IterationTracker() {
+  // Capacity for the largest period searched, so that update() never allocates.
+  gaps_.reserve(kHistory);
+  phases_.medians.reserve(kHistory);
+  phases_.byPhase.reserve(kHistory);
+  phases_.start.reserve(kHistory + 1);
+  phases_.fill.reserve(kHistory);
 }
 
 void IterationTracker::push(uint32_t signature, int64_t arrivalNs, int64_t exitNs) {
@@ -80,8 +96,8 @@ uint32_t IterationTracker::detectPeriod() const {
 uint32_t IterationTracker::bestPhase(uint32_t p) const {
   if (p == 1) return 0;
   const uint64_t have = std::min<uint64_t>(pushed_, kHistory);
-  std::vector<double> med = phaseMedians(gaps_, pushed_ - have, p);
-  return uint32_t(std::max_element(med.begin(), med.end()) - med.begin());
+  phaseMedians(gaps_, pushed_ - have, p, phases_);
+  return uint32_t(std::max_element(phases_.medians.begin(), phases_.medians.end()) - phases_.medians.begin());
 }
 
 int64_t IterationTracker::update() {
@@ -89,7 +105,7 @@ int64_t IterationTracker::update() {
   gaps_.clear();
   for (uint64_t a = pushed_ - have; a < pushed_; ++a)
     gaps_.push_back(a == pushed_ - have ? 0.0 : double(hist_[a % kHistory].arrival - hist_[(a - 1) % kHistory].exit));
-  uint32_t p = hint_ ? hint_ : refinePeriod(gaps_, detectPeriod());
+  uint32_t p = hint_ ? hint_ : refinePeriod(gaps_, detectPeriod(), phases_);
   if (p == 0) return 0;
   const uint32_t phase = bestPhase(p);
   if (p != period_ || phase != phase_) {  // a new pattern: its iterations start afresh

@@ -29,10 +29,16 @@ uint32_t signatureOf(uint8_t coll, uint64_t bytes);
 // must make it stand out 1.5x more than the best shorter one. Returns p when no multiple
 // does (uneven compute phases, say alternating 8 and 12 ms, are not a longer period).
 // Medians, not means: a single stall (a preempted rank) must not invent a phase.
+// Working memory comes from `scratch`, which allocates only while it grows.
+struct PhaseScratch {
+  std::vector<double> medians, byPhase;
+  std::vector<uint32_t> start, fill;
+};
+uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p, PhaseScratch& scratch);
 uint32_t refinePeriod(const std::vector<double>& gaps, uint32_t p);
-// The median of each phase's gaps, gap i (i >= 1; gap 0 has no predecessor) belonging to
-// phase (first + i) % q.
-std::vector<double> phaseMedians(std::span<const double> gaps, uint64_t first, uint32_t q);
+// The median of each phase's gaps into scratch.medians (q entries), gap i (i >= 1; gap 0
+// has no predecessor) belonging to phase (first + i) % q.
+void phaseMedians(std::span<const double> gaps, uint64_t first, uint32_t q, PhaseScratch& scratch);
 
 struct IterationSummary {
   uint32_t period = 0;       // collectives per iteration (0: no pattern found yet)
@@ -45,7 +51,7 @@ class IterationTracker {
   static constexpr uint32_t kHistory = 512;     // signatures kept for the period search
   static constexpr uint32_t kIterations = 64;   // iteration times kept for the statistics
 
-  IterationTracker() { gaps_.reserve(kHistory); }
+  IterationTracker();
   void push(uint32_t signature, int64_t arrivalNs, int64_t exitNs);
   // Forces the period (0 returns to inference).
   void setPeriod(uint32_t p) { hint_ = p; }
@@ -58,6 +64,7 @@ class IterationTracker {
   uint32_t detectPeriod() const;
   uint32_t bestPhase(uint32_t p) const;
   std::vector<double> gaps_;  // update()'s scratch, kept for its capacity
+  mutable PhaseScratch phases_;  // likewise, for the per-phase medians
   struct Entry {
     uint32_t sig;
     int64_t arrival, exit;

@@ -125,9 +125,10 @@ TEST(IterationTracker, OneStallDoesNotInventALongerPeriod) {
   gaps[300] = 1e8;
   EXPECT_EQ(refinePeriod(gaps, 2), 2u);
   EXPECT_EQ(refinePeriod(gaps, 1), 2u) << "equal buckets: the compute phase still sets the period";
-  std::vector<double> med = phaseMedians(gaps, 0, 2);
-  EXPECT_DOUBLE_EQ(med[0], 1e6);
-  EXPECT_DOUBLE_EQ(med[1], 2e4);
+  PhaseScratch scratch;
+  phaseMedians(gaps, 0, 2, scratch);
+  EXPECT_DOUBLE_EQ(scratch.medians[0], 1e6);
+  EXPECT_DOUBLE_EQ(scratch.medians[1], 2e4);
 }
 
 TEST(IterationTracker, NoPatternNoIterations) {
