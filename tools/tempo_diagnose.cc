@@ -62,7 +62,7 @@ int64_t num(const std::string& line, const char* key, bool* ok) {
 
 // An optional "key":[a,b,c,d,e] of integers (a TEMPO_TRACE rx_<tier> flow) into `f`;
 // false when the key is present but malformed.
-bool flow(const std::string& line, const char* key, tempo::pacing::TierFlow* f) {
+bool flow(const std::string& line, const char* key, tempo::pacing::Flow* f) {
   const std::string pat = std::string("\"") + key + "\":[";
   size_t at = line.find(pat);
   if (at == std::string::npos) return true;
@@ -76,6 +76,42 @@ bool flow(const std::string& line, const char* key, tempo::pacing::TierFlow* f) 
   }
   *f = {uint64_t(v[0]), uint64_t(v[1]), uint32_t(v[2]), v[3], v[4]};
   return true;
+}
+
+// An optional "rx_peers":[[peer,"tier",bytes,paced,msgs,first,last],...] into `peers`;
+// false when present but malformed.
+bool peerFlows(const std::string& line, std::vector<tempo::pacing::PeerFlow>* peers) {
+  const std::string pat = "\"rx_peers\":[";
+  size_t at = line.find(pat);
+  if (at == std::string::npos) return true;
+  const char* p = line.c_str() + at + pat.size();
+  for (;;) {
+    if (*p++ != '[') return false;
+    tempo::pacing::PeerFlow f;
+    char* end = nullptr;
+    const long long peer = strtoll(p, &end, 10);
+    if (end == p || peer < 0 || peer > INT32_MAX || end[0] != ',' || end[1] != '"') return false;
+    p = end + 2;
+    const char* close = strchr(p, '"');
+    if (!close) return false;
+    const std::string tier(p, close);
+    size_t k = 0;
+    while (k < tempo::pacing::kTiers && tier != tempo::pacing::kTierNames[k]) ++k;
+    if (k == tempo::pacing::kTiers || close[1] != ',') return false;
+    p = close + 2;
+    long long v[5];
+    for (int i = 0; i < 5; ++i) {
+      v[i] = strtoll(p, &end, 10);
+      if (end == p || *end != (i < 4 ? ',' : ']') || v[i] < 0) return false;
+      p = end + 1;
+    }
+    f.peer = int32_t(peer);
+    f.tier = tempo::pacing::Tier(k);
+    f.flow = {uint64_t(v[0]), uint64_t(v[1]), uint32_t(v[2]), v[3], v[4]};
+    peers->push_back(f);
+    if (*p == ']') return true;
+    if (*p++ != ',') return false;
+  }
 }
 
 struct Comm {
@@ -135,6 +171,7 @@ bool readTrace(const char* path, std::map<std::string, Comm>& comms) {
       t.injected = line.find("\"inject\":1") != std::string::npos;
       for (size_t k = 0; k < tempo::pacing::kTiers; ++k)
         ok = flow(line, ("rx_" + std::string(tempo::pacing::kTierNames[k])).c_str(), &t.flows[k]) && ok;
+      ok = peerFlows(line, &t.peers) && ok;
       if (!ok) {
         fprintf(stderr, "tempo-diagnose: %s:%zu: a malformed coll line\n", path, no);
         return false;
@@ -209,6 +246,15 @@ void printReport(const std::string& comm, const Diagnosis& d, const std::vector<
     printf("  %-14s %10s %10s %14s %14s\n", "data from tier", "samples", "MB/s p50", "slowdown p50", "slowdown p99");
     for (const tempo::pacing::TierPace& p : d.tiers)
       printf("  %-14s %10zu %10.1f %14.2f %14.2f\n", p.tier, p.samples, p.p50MBps, p.slowdownP50, p.slowdownP99);
+  }
+  if (!d.links.empty()) {  // the slowest few, against their tier's typical link
+    printf("  %-14s %-8s %10s %10s %14s\n", "slowest links", "tier", "samples", "MB/s p50", "x typical");
+    for (size_t i = 0; i < d.links.size() && i < 4; ++i) {
+      const tempo::pacing::LinkPace& l = d.links[i];
+      char name[32];
+      snprintf(name, sizeof name, "%d -> %d", l.from, l.to);
+      printf("  %-14s %-8s %10zu %10.1f %14.2f\n", name, l.tier, l.samples, l.p50MBps, l.slowdown);
+    }
   }
   printf("  diagnosis: %s\n", tempo::pacing::failureModeName(d.mode));
   for (const std::string& e : d.evidence) printf("    - %s\n", e.c_str());
@@ -331,6 +377,17 @@ bool writeHtml(const char* path, const std::map<std::string, std::pair<Diagnosis
       for (const tempo::pacing::TierPace& p : d.tiers) {
         snprintf(buf, sizeof buf, "<tr><td>%s</td><td>%zu</td><td>%.1f</td><td>%.2f</td><td>%.2f</td></tr>", p.tier,
                  p.samples, p.p50MBps, p.slowdownP50, p.slowdownP99);
+        out << buf;
+      }
+      out << "</table>";
+    }
+    if (!d.links.empty()) {
+      out << "<h2>Links, slowest first</h2><table><tr><th>from</th><th>to</th><th>tier</th><th>samples</th>"
+             "<th>MB/s p50</th><th>slowdown against the tier's typical link</th></tr>";
+      for (size_t i = 0; i < d.links.size() && i < 16; ++i) {
+        const tempo::pacing::LinkPace& l = d.links[i];
+        snprintf(buf, sizeof buf, "<tr><td>%d</td><td>%d</td><td>%s</td><td>%zu</td><td>%.1f</td><td>%.2f</td></tr>",
+                 l.from, l.to, l.tier, l.samples, l.p50MBps, l.slowdown);
         out << buf;
       }
       out << "</table>";

@@ -93,7 +93,7 @@ TraceWriter::~TraceWriter() {
   if (jsonl_) fclose(jsonl_);
 }
 
-void TraceWriter::onRecord(const engine::OpRecord& r) {
+void TraceWriter::onRecord(const engine::OpRecord& r, const engine::PeerFlows& peers) {
   if (broken_) return;
   const char* name = engine::collName(r.coll);
   const int64_t gate = r.delayNs;
@@ -107,10 +107,20 @@ void TraceWriter::onRecord(const engine::OpRecord& r) {
           r.seq, name, r.algorithm, r.bytes, r.tEnter, r.tFirstData, r.tExit, gate, int(r.status));
   if (r.injected) jsonlBuf_ += ",\"inject\":1";  // the delay spread the sends; no gate held the op
   for (size_t t = 0; t < engine::kTiers; ++t) {
-    const engine::TierFlow& f = r.flows[t];
+    const engine::Flow& f = r.flows[t];
     if (f.msgs)
       appendf(jsonlBuf_, ",\"rx_%s\":[%" PRIu64 ",%" PRIu64 ",%u,%" PRId64 ",%" PRId64 "]",
               engine::tierName(engine::Tier(t)), f.bytes, f.paced, f.msgs, f.first, f.last);
+  }
+  if (peers.count) {
+    jsonlBuf_ += ",\"rx_peers\":[";
+    for (size_t i = 0; i < peers.count; ++i) {
+      const engine::PeerFlow& p = peers.flows[i];
+      appendf(jsonlBuf_, "%s[%d,\"%s\",%" PRIu64 ",%" PRIu64 ",%u,%" PRId64 ",%" PRId64 "]", i ? "," : "", p.peer,
+              engine::tierName(p.tier), p.flow.bytes, p.flow.paced, p.flow.msgs, p.flow.first, p.flow.last);
+    }
+    jsonlBuf_ += "]";
+    if (peers.unkept) appendf(jsonlBuf_, ",\"rx_peers_unkept\":%u", peers.unkept);
   }
   jsonlBuf_ += "}\n";
   // Chrome trace timestamps are in microseconds (fractions allowed).

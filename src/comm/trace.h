@@ -40,7 +40,7 @@ class TraceWriter final : public engine::RecordSink {
   // (after a WARN naming the path and the reason).
   static std::unique_ptr<TraceWriter> open(const char* pattern, const TraceIdentity& who);
   ~TraceWriter() override;
-  void onRecord(const engine::OpRecord& r) override;
+  void onRecord(const engine::OpRecord& r, const engine::PeerFlows& peers) override;
   void flush();
   // The application's iteration length (tempoCommSetIterationPeriod), from any thread:
   // written as a "hint" line {"type":"hint","period":P,"seq":S} before the next

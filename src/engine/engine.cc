@@ -53,16 +53,15 @@ const char* collName(CollKind k) {
   return "?";
 }
 
-void Engine::noteReceived(OpRecord& r, int peer, uint64_t bytes) {
+void Engine::noteReceived(Op& op, int peer, uint64_t bytes) {
+  OpRecord& r = op.record;
   if (r.tFirstData && peerTier_.empty()) return;  // the common case: one test, no clock read
   const int64_t now = nowNs();
   if (!r.tFirstData) r.tFirstData = now;
   if (peerTier_.empty()) return;
-  TierFlow& f = r.flows[size_t(peerTier_[size_t(peer)])];
-  if (f.msgs++ == 0) f.first = now;
-  else f.paced += bytes;
-  f.bytes += bytes;
-  f.last = now;
+  const Tier tier = peerTier_[size_t(peer)];
+  r.flows[size_t(tier)].add(bytes, now);
+  op.peers.add(peer, tier, bytes, now);
 }
 
 Engine::Engine(int rank, int nranks, std::vector<std::vector<transport::Endpoint*>> rails,
@@ -111,6 +110,7 @@ Status Engine::submit(Op& op) {
   // and must not shift that numbering (their record carries the next collective's number).
   op.seq = op.p2p ? nextSeq_ : nextSeq_++;
   op.record = OpRecord{};
+  op.peers.clear();
   op.record.seq = op.seq;
   op.record.bytes = op.payloadBytes;
   op.record.coll = op.coll;
@@ -281,7 +281,7 @@ int Engine::advance(Op& op) {
                                  rank_, req.bytes, s.peer, (unsigned long)s.bytes, (unsigned long)op.seq));
           break;
         }
-        noteReceived(op.record, s.peer, req.bytes);
+        noteReceived(op, s.peer, req.bytes);
       }
       op.state[i] = kDone;
       ++work;
@@ -350,7 +350,7 @@ void Engine::finish(Op& op, Status s) {
   op.done = true;
   op.record.tExit = nowNs();
   op.record.status = s;
-  if (!op.internal) pushRecord(op.record);
+  if (!op.internal) pushRecord(op);
   if (!ok(s)) {
     abort(s);
     return;
@@ -409,6 +409,7 @@ void Engine::beginExchange() {
   x.done = false;
   x.seq = exchanges_++;
   x.record = OpRecord{};
+  x.peers.clear();
   x.record.tEnter = nowNs();
   x.notBefore = 0;
   exchangeActive_ = true;
@@ -492,7 +493,7 @@ void Engine::abort(Status why, bool causeKnown) {
       op.done = true;
       op.record.tExit = nowNs();
       op.record.status = failed_;
-      pushRecord(op.record);
+      pushRecord(op);
     }
   }
 }

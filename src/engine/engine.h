@@ -56,9 +56,11 @@ enum class CollKind : uint8_t {
 };
 const char* collName(CollKind k);
 
-// Peers' tiers and the per-tier receive accounting (src/pacing/flow.h).
+// Peers' tiers and the per-tier and per-peer receive accounting (src/pacing/flow.h).
 using pacing::Tier;
-using pacing::TierFlow;
+using pacing::Flow;
+using pacing::PeerFlow;
+using pacing::PeerFlows;
 using pacing::kTiers;
 using pacing::tierName;
 
@@ -76,7 +78,7 @@ struct OpRecord {
   int64_t delayNs = 0;     // pacing: the entry gate held the op this long after tEnter,
                            // or (injected) its sends were spread over this long
   bool injected = false;
-  std::array<TierFlow, kTiers> flows{};  // receives by tier (only with setPeerTiers)
+  std::array<Flow, kTiers> flows{};  // receives by tier (only with setPeerTiers)
 };
 
 // A bounded ring of the most recent records. One writer (the engine); readers take
@@ -101,7 +103,9 @@ class RecordRing {
 // Receives every record as the engine pushes it (on the engine's thread): TEMPO_TRACE.
 struct RecordSink {
   virtual ~RecordSink() = default;
-  virtual void onRecord(const OpRecord& r) = 0;
+  // `peers`: the op's receives by peer (empty unless the engine has peer tiers). Records
+  // in the ring leave them out, to stay small: only the sink sees them.
+  virtual void onRecord(const OpRecord& r, const PeerFlows& peers) = 0;
 };
 
 // What a collective's plan depends on besides its communicator: an op whose last plan
@@ -181,6 +185,7 @@ struct Op {
   Status status = Status::Success;
   bool done = false;
   OpRecord record;
+  PeerFlows peers;  // receives by peer, while tracing (Engine::setPeerTiers)
 };
 
 // The engine's view of its owner. check() is consulted every 20 ms while a wait is idle
@@ -245,8 +250,8 @@ class Engine {
   // Every record also goes to `sink` (null: none); it must outlive the engine's ops.
   void setRecordSink(RecordSink* sink) { sink_ = sink; }
   // Each rank's tier as seen from this one (tiers[rank] is ignored). With tiers, every
-  // receive is accounted in its op's record.flows, at the cost of a clock read per
-  // message; empty (the default) turns the accounting off.
+  // receive is accounted in its op's record.flows and by peer (for the sink), at the cost of a
+  // clock read per message; empty (the default) turns the accounting off.
   void setPeerTiers(std::vector<Tier> tiers) { peerTier_ = std::move(tiers); }
   // Nanoseconds until the active op's gate opens or its next spread send is due (0: none).
   int64_t gateRemainingNs(int64_t now) const;
@@ -313,10 +318,10 @@ class Engine {
   std::vector<Tier> peerTier_;
   Actuator actuator_ = Actuator::Gate;
   // A receive of `bytes` from `peer` completed now: tFirstData, and its tier's flow.
-  void noteReceived(OpRecord& r, int peer, uint64_t bytes);
-  void pushRecord(const OpRecord& r) {
-    records_.push(r);
-    if (sink_) sink_->onRecord(r);
+  void noteReceived(Op& op, int peer, uint64_t bytes);
+  void pushRecord(const Op& op) {
+    records_.push(op.record);
+    if (sink_) sink_->onRecord(op.record, op.peers);
   }
   // Pacing: the monitor, and the exchange op with its input and output words.
   std::unique_ptr<pacing::SkewMonitor> monitor_;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "src/pacing/iteration.h"
 
@@ -349,7 +350,7 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
     std::map<std::pair<std::string, uint64_t>, std::vector<double>> nsPerByte;
     for (const RankTrace& rt : ranks)
       for (const TraceRecord& rec : rt.records) {
-        const TierFlow& f = rec.flows[t];
+        const Flow& f = rec.flows[t];
         if (rec.status == 0 && f.msgs >= 2 && f.paced > 0 && f.last > f.first)
           nsPerByte[{rec.coll, rec.bytes}].push_back(double(f.last - f.first) / double(f.paced));
       }
@@ -370,6 +371,50 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
       p.slowdownP99 = quantile(slowdown, 0.99);
     }
     d.tiers.push_back(p);
+  }
+
+  // F5 per link: each sample's time per byte against the median of its tier's links in
+  // the same (collective, size), so that links are compared with what their own tier does.
+  {
+    struct Sample {
+      int from, to;
+      Tier tier;
+      double nsPerByte;
+    };
+    std::map<std::tuple<std::string, uint64_t, Tier>, std::vector<Sample>> groups;
+    for (const RankTrace& rt : ranks)
+      for (const TraceRecord& rec : rt.records)
+        for (const PeerFlow& p : rec.peers) {
+          const Flow& f = p.flow;
+          if (rec.status == 0 && f.msgs >= 2 && f.paced > 0 && f.last > f.first)
+            groups[{rec.coll, rec.bytes, p.tier}].push_back(
+                {p.peer, rt.rank, p.tier, double(f.last - f.first) / double(f.paced)});
+        }
+    std::map<std::pair<int, int>, std::vector<double>> slowdowns, rates;
+    std::map<std::pair<int, int>, Tier> tierOf;
+    for (const auto& [key, samples] : groups) {
+      std::vector<double> v;
+      for (const Sample& x : samples) v.push_back(x.nsPerByte);
+      const double typical = quantile(v, 0.5);
+      for (const Sample& x : samples) {
+        slowdowns[{x.from, x.to}].push_back(x.nsPerByte / typical);
+        rates[{x.from, x.to}].push_back(x.nsPerByte);
+        tierOf[{x.from, x.to}] = x.tier;
+      }
+    }
+    for (const auto& [link, v] : slowdowns) {
+      if (v.size() < 8) continue;
+      LinkPace l;
+      l.from = link.first;
+      l.to = link.second;
+      l.tier = tierName(tierOf[link]);
+      l.samples = v.size();
+      l.slowdown = quantile(v, 0.5);
+      l.p50MBps = 1e3 / quantile(rates[link], 0.5);
+      d.links.push_back(l);
+    }
+    std::sort(d.links.begin(), d.links.end(),
+              [](const LinkPace& a, const LinkPace& b) { return a.slowdown > b.slowdown; });
   }
 
   // Classification (v0 thresholds of pacing.md 1.8).
@@ -423,6 +468,21 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
                                   "%.2fx: the slowdown is on that tier",
                                   slowest->tier, slowest->slowdownP50, others));
   }
+  // A link at least twice as slow as its tier's typical one: a bad cable, a NIC or a
+  // PCIe path, which tier averages hide.
+  std::string slow;
+  size_t nslow = 0;
+  for (const LinkPace& l : d.links) {
+    if (l.slowdown < 2) break;
+    if (nslow++ < 3)
+      slow += format("%srank %d -> rank %d (%s) %.1fx, %.0f MB/s over %zu collectives", slow.empty() ? "" : "; ", l.from,
+                     l.to, l.tier, l.slowdown, l.p50MBps, l.samples);
+  }
+  if (nslow)
+    d.evidence.push_back(format("%zu link%s deliver%s at least 2x slower than the typical link of %s tier in the same "
+                                "collectives: %s%s",
+                                nslow, nslow > 1 ? "s" : "", nslow > 1 ? "" : "s", nslow > 1 ? "their" : "its",
+                                slow.c_str(), nslow > 3 ? "; ..." : ""));
   return d;
 }
 

@@ -39,7 +39,8 @@ struct TraceRecord {
   int64_t arrival = 0, firstData = 0, exit = 0, delay = 0;
   bool injected = false;  // the delay spread the sends (TEMPO_PACING_ACTUATOR=inject), no gate
   int status = 0;
-  std::array<TierFlow, kTiers> flows{};  // received by tier (TEMPO_TRACE's rx_<tier>; flow.h)
+  std::array<Flow, kTiers> flows{};  // received by tier (TEMPO_TRACE's rx_<tier>; flow.h)
+  std::vector<PeerFlow> peers;       // received by peer (rx_peers)
 };
 
 // F5: how fast one tier's peers delivered data once it flowed (bytes after the first
@@ -50,6 +51,17 @@ struct TierPace {
   const char* tier = "";
   size_t samples = 0;
   double p50MBps = 0, slowdownP50 = 1, slowdownP99 = 1;
+};
+
+// One link (the data rank `from` sent to rank `to`, as `to` received it): how fast it
+// delivered once its data flowed, p50 over its collectives, and its slowdown: the p50 of
+// its time per byte over the median of every link of its tier in the same collective and
+// size. A link near 1 is as fast as its peers; one near 3 delivers a third as fast.
+struct LinkPace {
+  int from = -1, to = -1;
+  const char* tier = "";
+  size_t samples = 0;
+  double p50MBps = 0, slowdown = 1;
 };
 
 struct RankTrace {
@@ -90,6 +102,7 @@ struct Diagnosis {
   // the heat map.
   std::vector<std::vector<double>> leadByIteration;
   std::vector<TierPace> tiers;     // F5: the tiers the traces saw data from, in tier order
+  std::vector<LinkPace> links;     // F5 per link (with at least 8 samples), slowest first
   // Clock-synced arrivals (every trace carries its offset to rank 0's clock): the
   // asymmetric collectives (broadcast, reduce, gather, scatter, all-to-allv), whose exits
   // are not simultaneous, get their skew from arrivals on rank 0's clock instead.

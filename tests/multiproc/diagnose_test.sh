@@ -2,7 +2,7 @@
 # tempo-diagnose end to end: 4 ranks of bench/train_emulator, rank 3 computing 1.5x as
 # long, traced with TEMPO_TRACE; tempo-diagnose must read every rank's trace, name rank 3
 # and label the run "locality variance" (exit 1: a failure mode found), give the rate of
-# the data from each topology tier that sent any, align the ranks on rank 0's clock
+# the data from each topology tier that sent any and rank the links, align the ranks on rank 0's clock
 # (every rank's offset traced, within its guaranteed bound), merge every rank into one
 # Chrome trace, and write a
 # self-contained HTML report (inline SVG, no external assets).
@@ -32,6 +32,13 @@ grep -qE "rank 3 \([^)]*\) was last" "$dir/diag.out" || fail "rank 3 not named a
 grep -qE "iterations: [0-9]+ of 2 collectives" "$dir/diag.out" || fail "the declared iteration period was not used"
 grep -qE "^  leaf +[0-9]+ " "$dir/diag.out" && grep -qE "^  fabric +[0-9]+ " "$dir/diag.out" ||
   fail "no rates for the leaf and fabric tiers"
+# Per-peer flows: every rank's collectives say which peers sent it data; the report ranks
+# the links.
+for r in 0 1 2 3; do
+  grep -qE '"rx_peers":\[\[[0-3],"(host|leaf|fabric)",' "$dir/rank$r.jsonl" || fail "rank $r traced no per-peer flows"
+  ! grep -qE '"rx_peers":\[(\[[0-9]+,[^]]*\],)*\['"$r"',' "$dir/rank$r.jsonl" || fail "rank $r received from itself"
+done
+grep -qE "^  slowest links +tier" "$dir/diag.out" || fail "no link table"
 # Clock offsets: each host's leader probed rank 0; on one machine the true offset is 0,
 # and the estimate's bound is guaranteed (no message arrives before it is sent), so every
 # rank's |offset| is within its error.

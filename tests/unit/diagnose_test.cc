@@ -280,5 +280,35 @@ TEST(Diagnose, PlacesATransferSlowdownOnItsTier) {
   EXPECT_TRUE(placed) << "the evidence names the fabric tier";
 }
 
+TEST(Diagnose, NamesALinkSlowerThanTheOthersOfItsTier) {
+  Scenario s{FailureMode::Healthy, 8, 5000, 0.02, -1, 1, 1500, 0.03, 4};
+  std::vector<RankTrace> traces = generate(s);
+  EXPECT_TRUE(diagnose(traces).links.empty()) << "no per-peer flows recorded, no link table";
+  // A ring: every rank receives 8 messages from the rank before it, over the leaf, at 1 ns
+  // per byte (3% jitter); the link from rank 2 to rank 3 takes 3 ns per byte.
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> z(0, 1);
+  for (RankTrace& t : traces)
+    for (TraceRecord& rec : t.records) {
+      const int from = (t.rank + 7) % 8;
+      const uint64_t paced = rec.bytes - rec.bytes / 8;
+      const double ns = double(paced) * (1 + 0.03 * z(rng)) * (from == 2 ? 3.0 : 1.0);
+      rec.peers.push_back({from, Tier::Leaf, {rec.bytes, paced, 8, rec.arrival, rec.arrival + int64_t(ns)}});
+    }
+  const Diagnosis d = diagnose(traces);
+  ASSERT_EQ(d.links.size(), 8u);
+  EXPECT_EQ(d.links[0].from, 2);
+  EXPECT_EQ(d.links[0].to, 3);
+  EXPECT_STREQ(d.links[0].tier, "leaf");
+  EXPECT_EQ(d.links[0].samples, 600u);
+  EXPECT_NEAR(d.links[0].slowdown, 3.0, 0.15);
+  EXPECT_NEAR(d.links[0].p50MBps, 333, 20) << "3 ns per byte";
+  for (size_t i = 1; i < d.links.size(); ++i) EXPECT_NEAR(d.links[i].slowdown, 1.0, 0.05) << i;
+  size_t named = 0;
+  for (const std::string& e : d.evidence) named += e.find("1 link delivers") != std::string::npos &&
+                                                   e.find("rank 2 -> rank 3 (leaf) 3.0x") != std::string::npos;
+  EXPECT_EQ(named, 1u) << "the evidence names the slow link, and only it";
+}
+
 }  // namespace
 }  // namespace tempo::pacing

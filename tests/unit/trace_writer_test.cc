@@ -36,12 +36,22 @@ TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
     r.algorithm = "ring";
     r.tEnter = 1000;
     r.tExit = 5000;
-    w->onRecord(r);
+    engine::PeerFlows peers;
+    w->onRecord(r, peers);
     w->setIterationPeriod(2);
     r.seq = 1;
     r.delayNs = 700;
     r.flows[size_t(engine::Tier::Fabric)] = {8192, 6144, 4, 2000, 4500};
-    w->onRecord(r);
+    peers.add(3, engine::Tier::Fabric, 2048, 2000);
+    peers.add(3, engine::Tier::Fabric, 6144, 4500);
+    w->onRecord(r, peers);
+    // Nine peers send one message each: the first eight are kept, the ninth counted.
+    r.seq = 2;
+    r.delayNs = 0;
+    r.flows = {};
+    peers.clear();
+    for (int p = 0; p < 9; ++p) peers.add(p + 10, engine::Tier::Leaf, 100, 3000 + p);
+    w->onRecord(r, peers);
   }
   auto slurp = [](const std::string& path) {
     std::ifstream in(path);
@@ -55,8 +65,17 @@ TEST(TraceWriter, WritesOneLineAndOneEventPerCollective) {
   EXPECT_NE(lines.find("\"seq\":0,\"coll\":\"AllReduce\",\"algo\":\"ring\",\"bytes\":4096,\"t_arr\":1000,\"t_first\":0,\"t_exit\":5000,\"delay\":0"),
             std::string::npos);
   EXPECT_NE(lines.find("\"seq\":1,"), std::string::npos);
-  EXPECT_NE(lines.find("\"delay\":700,\"status\":0,\"rx_fabric\":[8192,6144,4,2000,4500]}\n"), std::string::npos)
-      << "a tier that sent data has its flow; the others none";
+  EXPECT_NE(lines.find("\"delay\":700,\"status\":0,\"rx_fabric\":[8192,6144,4,2000,4500],"
+                       "\"rx_peers\":[[3,\"fabric\",8192,6144,2,2000,4500]]}\n"),
+            std::string::npos)
+      << "a tier that sent data has its flow; the others none; each peer its own";
+  EXPECT_EQ(lines.find("\"seq\":0,\"coll\":\"AllReduce\",\"algo\":\"ring\",\"bytes\":4096,\"t_arr\":1000,\"t_first\":0,"
+                       "\"t_exit\":5000,\"delay\":0,\"status\":0,\"rx_"),
+            std::string::npos)
+      << "no data, no flows";
+  EXPECT_NE(lines.find("[17,\"leaf\",100,0,1,3007,3007]],\"rx_peers_unkept\":1}\n"), std::string::npos)
+      << "eight peers kept, the ninth's message counted";
+  EXPECT_EQ(lines.find("[18,\"leaf\""), std::string::npos);
   EXPECT_EQ(lines.find("rx_host"), std::string::npos);
   EXPECT_NE(lines.find("\n{\"type\":\"clock\",\"offset\":-1500,\"error\":800,\"probes\":16}\n{\"type\":\"coll\",\"seq\":0,"),
             std::string::npos);
