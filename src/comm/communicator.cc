@@ -110,13 +110,17 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
 
   // Every rank has connected before anyone sends.
   TEMPO_TRY(boot_->barrier(deadline));
-  // Traces are laid side by side on rank 0's clock: when any rank traces, every rank takes
-  // part in the probes (a rank whose trace file failed to open too).
-  bool anyTraces = false;
-  for (const auto& p : boot_->peers()) anyTraces |= (p.features & bootstrap::kFeatureTrace) != 0;
-  if (anyTraces && nranks > 1) {
+  // Clock offsets to rank 0's, for traces laid side by side and for the skew of the
+  // asymmetric collectives: when any rank traces or telemetry is on (alike on every rank),
+  // every rank takes part in the probes (a rank whose trace file failed to open too).
+  // Only ranks on other hosts than rank 0's probe; on one host the offset is 0.
+  bool syncs = false;
+  for (const auto& p : boot_->peers())
+    syncs |= (p.features & (bootstrap::kFeatureTrace | bootstrap::kFeatureTelemetry)) != 0;
+  if (syncs && nranks > 1) {
     TEMPO_TRY(syncClocks(deadline));
     if (trace_) trace_->setClock(clock_);
+    if (pacing::SkewMonitor* m = skewMonitor(); m && clocksAllValid_) m->setClock(clock_.offsetNs);
   }
   if (deadline.cancelled()) return fail(Status::InvalidUsage, "comm %p rank %d: init aborted", static_cast<void*>(this), rank);
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",

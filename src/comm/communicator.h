@@ -267,6 +267,7 @@ class Communicator : public engine::Liveness {
   int ringPos_ = 0;
   std::vector<int> hostOf_;  // each rank's host, numbered 0.. in order of first rank
   pacing::ClockOffset clock_;  // rank 0's clock - this rank's (syncClocks; invalid: not measured)
+  bool clocksAllValid_ = false;  // every rank's offset is known (the same on every rank)
   std::vector<engine::Tier> peerTier_;  // each rank's tier as seen from this one (for TEMPO_TRACE)
   bool checkMismatch_ = false;  // TEMPO_CHECK_MISMATCH, read at init
   std::unique_ptr<engine::Engine> engine_;

@@ -632,6 +632,7 @@ Status Communicator::syncClocks(Deadline deadline) {
   TEMPO_TRY(boot_->allGather(std::as_writable_bytes(std::span(all)), sizeof(Shared), deadline));
   const Shared& ours = all[size_t(leader[size_t(hostOf_[size_t(rank_)])])];
   clock_ = {ours.valid != 0, ours.offsetNs, ours.errorNs, ours.probes};
+  clocksAllValid_ = std::all_of(all.begin(), all.end(), [&](const Shared& s) { return s.valid != 0; });
   if (!clock_.valid)
     TEMPO_WARN("comm %p rank %d: the clock probes to rank 0 disagree (a clock stepped?); traces carry no offset",
                static_cast<void*>(this), rank_);

@@ -50,7 +50,7 @@ struct WindowStats {
   int64_t skewP50Ns = 0;        // median of max - min duration
   double rho = 0;               // skewP50 / commP50
   int topLast = -1;             // the rank most often last in the window
-  double topLastShare = 0;      // its share of the window's samples
+  double topLastShare = 0;      // its share of the window's collectives with a known last arriver
   bool sameTopLast = false;     // ... and it was the previous window's too
   double leadTau = 0;           // Kendall tau between this and the previous window's per-rank leads
   bool sameLeast = false;       // the rank with the least lead is the previous window's

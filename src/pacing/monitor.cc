@@ -10,6 +10,10 @@ namespace {
 
 constexpr int kRankBits = 20;
 constexpr uint64_t kMaxDuration = (uint64_t(1) << (64 - kRankBits)) - 1;
+// Asymmetric collectives: arrivals on rank 0's clock modulo 2^42 ns (73 minutes), as
+// 2^43 - that (in (2^42, 2^43], below kMaxDuration). Arrivals of one collective that
+// straddle a wrap show as a spread near 2^42 and are dropped.
+constexpr uint64_t kArrivalWrap = uint64_t(1) << 42;
 constexpr double kAlpha = 0.125;
 // Kendall's tau is O(n^2): beyond this many ranks, persistence rests on the other tests.
 constexpr size_t kMaxTauRanks = 128;
@@ -113,15 +117,21 @@ bool SkewMonitor::onCollective(const Sample& s) {
     delayTotal_ += s.delayNs;
     windowDelayNs_ += s.delayNs;
   }
-  if (s.symmetric) {
+  if (s.symmetric || clockKnown_) {
     window_[s.seq % kSamples] = s;
-    window_[s.seq % kSamples].symmetric = true;  // marks the slot filled
+    kept_[s.seq % kSamples] = true;
   }
   lastExitNs_ = s.exitNs;
   if (s.seq != boundarySeq_) return false;
   iter_.setPeriod(periodHint_.load(std::memory_order_relaxed));
   windowIterNs_ = iter_.update();
   return true;
+}
+
+uint64_t SkewMonitor::measureOf(const Sample& s) const {
+  if (s.symmetric) return uint64_t(std::clamp<int64_t>(s.exitNs - s.arrivalNs, 1, int64_t(kMaxDuration)));
+  if (!clockKnown_) return 0;
+  return 2 * kArrivalWrap - (uint64_t(s.arrivalNs + clockOffsetNs_) & (kArrivalWrap - 1));
 }
 
 void SkewMonitor::fill(std::span<uint64_t> words) const {
@@ -134,11 +144,12 @@ void SkewMonitor::fill(std::span<uint64_t> words) const {
   words[1] = uint64_t(std::max<int64_t>(0, windowIterNs_));
   words[2] = iter_.summary().period;
   const size_t K = kSamples;
-  for (const Sample& s : window_) {
-    if (!s.symmetric) continue;
-    if (s.seq > boundarySeq_ || boundarySeq_ - s.seq >= K) continue;
+  for (size_t i = 0; i < K; ++i) {
+    const Sample& s = window_[i];
+    if (!kept_[i] || s.seq > boundarySeq_ || boundarySeq_ - s.seq >= K) continue;
     const size_t j = size_t(boundarySeq_ - s.seq);
-    const uint64_t d = uint64_t(std::clamp<int64_t>(s.exitNs - s.arrivalNs, 1, int64_t(kMaxDuration)));
+    const uint64_t d = measureOf(s);
+    if (d == 0) continue;
     const uint64_t v = (d << kRankBits) | uint64_t(c_.rank);
     words[3 + j] = ~v;
     words[3 + K + j] = v;
@@ -161,27 +172,35 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
   std::fill(last.begin(), last.end(), 0);
   // This rank's sample of each slot (slot j: the collective j before the boundary).
   std::array<const Sample*, kSamples> mine{};
-  for (const Sample& s : window_)
-    if (s.symmetric && s.seq <= boundarySeq_ && boundarySeq_ - s.seq < K) mine[size_t(boundarySeq_ - s.seq)] = &s;
+  uint32_t judged = 0;  // collectives whose last arriver is known (asymmetric ones too)
+  for (size_t i = 0; i < K; ++i) {
+    const Sample& s = window_[i];
+    if (kept_[i] && s.seq <= boundarySeq_ && boundarySeq_ - s.seq < K) mine[size_t(boundarySeq_ - s.seq)] = &s;
+  }
   for (size_t j = 0; j < K; ++j) {
-    if (words[3 + j] == 0 || words[3 + K + j] == 0) continue;
+    // Every rank called the same collective at this seq, so this rank's sample says
+    // whether the slot holds durations or arrivals.
+    if (words[3 + j] == 0 || words[3 + K + j] == 0 || !mine[j]) continue;
+    const bool symmetric = mine[j]->symmetric;
     const uint64_t lo = ~words[3 + j], hi = words[3 + K + j];
     const int64_t comm = int64_t(lo >> kRankBits), longest = int64_t(hi >> kRankBits);
     const size_t lastRank = size_t(lo & ((1u << kRankBits) - 1));
-    comms.push_back(comm);
-    skews.push_back(longest - comm);
-    commHist_.add(uint64_t(comm));
+    if (!symmetric && uint64_t(longest - comm) >= kArrivalWrap / 2) continue;  // straddles a wrap
+    if (symmetric) {
+      comms.push_back(comm);
+      skews.push_back(longest - comm);
+      commHist_.add(uint64_t(comm));
+    }
     skewHist_.add(uint64_t(longest - comm));
     if (lastRank < N) {
       ++last[lastRank];
       ++lastCounts_[lastRank];
     }
+    ++judged;
     ++measured_;
-    if (const Sample* s = mine[j]) {
-      const double lead = double(s->exitNs - s->arrivalNs - comm);
-      lead_.add(lead);
-      leadOf(signatureOf(s->coll, s->bytes)).lead.add(lead);
-    }
+    const double lead = double(int64_t(measureOf(*mine[j])) - comm);
+    lead_.add(lead);
+    leadOf(signatureOf(mine[j]->coll, mine[j]->bytes)).lead.add(lead);
   }
   WindowStats w;
   w.nranks = c_.nranks;
@@ -191,23 +210,23 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
   w.rho = w.commP50Ns > 0 ? double(w.skewP50Ns) / double(w.commP50Ns) : 0;
   // Who arrived last, and how persistently.
   double entropy = 0;
-  if (w.samples) {
+  if (judged) {
     // Ties go to the rank last most often over all windows.
     w.topLast = 0;
     for (size_t r = 1; r < N; ++r)
       if (last[r] > last[size_t(w.topLast)] ||
           (last[r] == last[size_t(w.topLast)] && lastCounts_[r] > lastCounts_[size_t(w.topLast)]))
         w.topLast = int(r);
-    w.topLastShare = double(last[size_t(w.topLast)]) / w.samples;
+    w.topLastShare = double(last[size_t(w.topLast)]) / judged;
     w.sameTopLast = w.topLast == prevTopLast_;
     for (uint32_t n : last)
-      if (n) entropy -= double(n) / w.samples * std::log(double(n) / w.samples);
+      if (n) entropy -= double(n) / judged * std::log(double(n) / judged);
     if (N > 1) entropy /= std::log(double(N));
   }
   std::vector<double>& leads = leads_;
   for (size_t r = 0; r < N; ++r) leads[r] = double(words[3 + 2 * K + r]);
-  for (size_t r = 0; r < N && w.samples; ++r)
-    if (words[3 + 2 * K + N + r] > 0 && double(last[r]) / w.samples > 2.0 / double(N)) w.pacedLastTooOften = true;
+  for (size_t r = 0; r < N && judged; ++r)
+    if (words[3 + 2 * K + N + r] > 0 && double(last[r]) / judged > 2.0 / double(N)) w.pacedLastTooOften = true;
   if (N <= kMaxTauRanks && prevLeads_.size() == N) w.leadTau = kendallTau(prevLeads_, leads);
   // The rank with the least lead (the predicted last arriver) and how far below the
   // median it is.
@@ -236,8 +255,8 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
   boundarySeq_ += w_;
   windowStartNs_ = lastExitNs_;
   windowDelayNs_ = 0;
-  for (Sample& s : window_) s.symmetric = false;
-  if (w.samples) prevTopLast_ = w.topLast;
+  kept_.fill(false);
+  if (judged) prevTopLast_ = w.topLast;
   prevLeads_ = leads;
   // Publish for readers on other threads.
   std::lock_guard lock(mu_);

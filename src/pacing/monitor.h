@@ -10,6 +10,12 @@
 // where D_r(c) runs from rank r's arrival (gate entry, so a paced rank's lead is its
 // un-paced lead) to its exit. The minimum travels as the complement of (D << 20 | rank)
 // so one MAX gives both it and the last arriver.
+// The asymmetric collectives (broadcast, reduce, gather, scatter, all-to-allv) have no
+// common exit. Once every rank's offset to rank 0's clock is known (setClock), they are
+// measured by arrivals on that clock instead: D is replaced by 2^43 - (synced arrival
+// mod 2^42), so the same MAX gives the last arriver and each rank's lead (the last
+// arrival minus its own); their skew counts, their "transfer time" does not, and
+// relative skew stays the symmetric collectives'.
 //
 // Exchange layout (uint64 words, all MAX-reduced):
 //   [0] W proposal  [1] iteration ns  [2] period
@@ -98,6 +104,13 @@ class SkewMonitor {
   // which all ranks must keep running in step.
   void setMode(Mode m) { mode_.store(m, std::memory_order_relaxed); }
   Mode mode() const { return mode_.load(std::memory_order_relaxed); }
+  // Every rank's offset to rank 0's clock is known, this rank's being `offsetNs` (rank 0's
+  // clock minus this one's): asymmetric collectives are measured too. Every rank must
+  // call it alike, before its first collective.
+  void setClock(int64_t offsetNs) {
+    clockKnown_ = true;
+    clockOffsetNs_ = offsetNs;
+  }
   // Hint: collectives per iteration (0 returns to inference).
   void setIterationPeriod(uint32_t p) { periodHint_.store(p, std::memory_order_relaxed); }
   SkewSnapshot snapshot() const;
@@ -112,9 +125,15 @@ class SkewMonitor {
   SkewController controller_;
   IterationTracker iter_;
   std::atomic<uint32_t> periodHint_{0};  // applied to iter_ when a window closes
-  // The window's symmetric collectives, at seq % kSamples (a slot is filled when its
-  // `symmetric` is set; fill() and absorb() check the seq against the boundary).
+  // The window's measured collectives, at seq % kSamples (a slot is filled when its kept_
+  // is set; fill() and absorb() check the seq against the boundary).
   std::array<Sample, kSamples> window_{};
+  std::array<bool, kSamples> kept_{};
+  bool clockKnown_ = false;
+  int64_t clockOffsetNs_ = 0;
+  // What a collective contributes to the exchange: its duration, or for an asymmetric one
+  // the complement of its arrival on rank 0's clock (0: not measured).
+  uint64_t measureOf(const Sample& s) const;
   uint64_t boundarySeq_;      // the seq that closes the current window
   uint32_t w_;                // the current window's length
   int64_t windowStartNs_ = 0, lastExitNs_ = 0;

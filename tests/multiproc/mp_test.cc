@@ -256,6 +256,16 @@ TEST(MultiProcessSkew, StragglerIsFoundAndPacingLeavesResultsBitwiseIdentical) {
   }
 }
 
+// The same straggler behind broadcasts, which have no common exit: the library measures
+// them by arrivals on rank 0's clock, every rank playing a host of its own (so its offset
+// is probed at init over the network transport).
+TEST(MultiProcessSkew, StragglerBehindBroadcastsIsFoundByArrivalsOnRankZerosClock) {
+  expectAllSucceed(runWorkers(4,
+                              {"TEMPO_MP_MODE=skew", "TEMPO_MP_SKEW_BROADCAST=1", "TEMPO_HOSTNAME=host%r",
+                               "TEMPO_PACING_HZ=50", "TEMPO_PACING=observe"},
+                              120));
+}
+
 // TEMPO_PACING=off on one rank only would leave the others' telemetry exchange waiting:
 // every rank's init refuses it with ncclInvalidUsage instead.
 TEST(MultiProcessSkew, PacingOffOnSomeRanksOnlyIsRefusedAtInit) {

@@ -12,7 +12,7 @@
 //           with a lead near 0 and the others' near 3 ms, and find 2 collectives per
 //           iteration; with TEMPO_PACING=on the others are delayed and it never is. It
 //           writes a hash of every result to TEMPO_MP_HASH_FILE (results must not depend
-//           on pacing).
+//           on pacing). With TEMPO_MP_SKEW_BROADCAST=1 the two all-reduces are broadcasts.
 //   abort   the last rank aborts its communicator from a second thread while its first
 //           is inside an all-reduce the others have not joined; they join afterwards and
 //           must fail, not hang (exit 1 if a call succeeds or abort takes over 10 s)
@@ -167,6 +167,9 @@ int memory(ncclComm_t comm, long rssBeforeInit) {
 int skew(ncclComm_t comm) {
   const int straggler = g_size - 1;
   const bool pacing = getenv("TEMPO_PACING") && !strcmp(getenv("TEMPO_PACING"), "on");
+  // Broadcasts from rank 0 instead: no common exit, so measured by arrivals on rank 0's
+  // clock (with TEMPO_HOSTNAME, every rank another host, whose offset is probed at init).
+  const bool broadcasts = getenv("TEMPO_MP_SKEW_BROADCAST") != nullptr;
   // Inputs whose sums round differently in different orders, so that the hash would see
   // any change of reduction order.
   std::vector<float> a(1 << 14), b(1 << 12);
@@ -182,8 +185,13 @@ int skew(ncclComm_t comm) {
     for (size_t i = 0; i < a.size(); ++i) a[i] = 1.0f / float(1 + (i * 7 + size_t(g_rank) * 13 + size_t(it)) % 1000);
     for (size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * float(g_rank + 1) + 1e-3f * float(i % 17);
     std::this_thread::sleep_for(std::chrono::microseconds(g_rank == straggler ? 4000 : 1000));
-    CHECK_NCCL(ncclAllReduce(a.data(), a.data(), a.size(), ncclFloat32, ncclSum, comm, nullptr));
-    CHECK_NCCL(ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32, ncclSum, comm, nullptr));
+    if (broadcasts) {
+      CHECK_NCCL(ncclBroadcast(a.data(), a.data(), a.size(), ncclFloat32, 0, comm, nullptr));
+      CHECK_NCCL(ncclBroadcast(b.data(), b.data(), b.size(), ncclFloat32, 0, comm, nullptr));
+    } else {
+      CHECK_NCCL(ncclAllReduce(a.data(), a.data(), a.size(), ncclFloat32, ncclSum, comm, nullptr));
+      CHECK_NCCL(ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32, ncclSum, comm, nullptr));
+    }
     mix(a);
     mix(b);
   }

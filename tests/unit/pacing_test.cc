@@ -332,7 +332,6 @@ struct Job {
   template <class Lead>
   void run(int collectives, int64_t comm, Lead lead) {
     const size_t n = ranks.size();
-    std::vector<uint64_t> reduced(ranks[0]->exchangeWords()), mine(reduced.size());
     for (int k = 0; k < collectives; ++k, ++seq) {
       const int64_t compute = 2000000, exit = now + compute + comm;
       bool close = false;
@@ -347,15 +346,39 @@ struct Job {
         close = ranks[r]->onCollective(s);
       }
       now = exit;
-      if (!close) continue;
-      std::fill(reduced.begin(), reduced.end(), 0);
-      for (size_t r = 0; r < n; ++r) {
-        ranks[r]->fill(mine);
-        for (size_t i = 0; i < mine.size(); ++i) reduced[i] = std::max(reduced[i], mine[i]);
-      }
-      for (auto& m : ranks) m->absorb(reduced);
-      ++windows;
+      if (close) exchange();
     }
+  }
+  // A broadcast from rank 0 per collective. Rank r's clock reads rank 0's minus
+  // offsets[r], and it arrives lead(r) ns before the last arriver; the root leaves 10 us
+  // after it arrives, the others when the data has come, `comm` after the last arrival.
+  template <class Lead>
+  void runBroadcasts(int collectives, int64_t comm, const std::vector<int64_t>& offsets, Lead lead) {
+    for (int k = 0; k < collectives; ++k, ++seq) {
+      const int64_t last = now + 2000000, exit = last + comm;
+      bool close = false;
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        Sample s;
+        s.seq = seq;
+        s.coll = 1;
+        s.symmetric = false;
+        s.bytes = 1 << 16;
+        s.arrivalNs = last - lead(int(r)) - offsets[r];
+        s.exitNs = (r == 0 ? s.arrivalNs + 10000 : exit - offsets[r]);
+        close = ranks[r]->onCollective(s);
+      }
+      now = exit;
+      if (close) exchange();
+    }
+  }
+  void exchange() {
+    std::vector<uint64_t> reduced(ranks[0]->exchangeWords(), 0), mine(reduced.size());
+    for (auto& m : ranks) {
+      m->fill(mine);
+      for (size_t i = 0; i < mine.size(); ++i) reduced[i] = std::max(reduced[i], mine[i]);
+    }
+    for (auto& m : ranks) m->absorb(reduced);
+    ++windows;
   }
 };
 
@@ -379,6 +402,42 @@ TEST(SkewMonitor, EstimatesLeadsAndSkewWithoutSynchronisedClocks) {
     EXPECT_TRUE(s.decision.wouldPace || s.windows < 3);
     EXPECT_EQ(s.delayNs, 0) << "observe mode never delays";
   }
+}
+
+TEST(SkewMonitor, AsymmetricCollectivesCountByArrivalsOnRankZerosClock) {
+  // Clocks far apart (one by two minutes); rank 1 arrives 400 us after the others.
+  const std::vector<int64_t> offsets = {0, 5000000, -7000000, 120000000000};
+  auto lead = [](int r) { return r == 1 ? 0 : 400000; };
+  Job unsynced(4, Mode::Observe);
+  unsynced.runBroadcasts(64, 300000, offsets, lead);
+  SkewSnapshot u = unsynced.ranks[0]->snapshot();
+  EXPECT_EQ(u.measured, 0u) << "no common exit and no clock: nothing to measure";
+  EXPECT_EQ(u.topLast, -1);
+
+  Job job(4, Mode::Observe);
+  for (size_t r = 0; r < 4; ++r) job.ranks[r]->setClock(offsets[r]);
+  job.runBroadcasts(64, 300000, offsets, lead);
+  ASSERT_EQ(job.windows, 2);
+  for (auto& m : job.ranks) {
+    SkewSnapshot s = m->snapshot();
+    EXPECT_EQ(s.measured, 64u);
+    EXPECT_EQ(s.topLast, 1);
+    EXPECT_DOUBLE_EQ(s.topLastShare, 1.0);
+    EXPECT_NEAR(double(s.skewP50), 400000, 0.07 * 400000);
+    EXPECT_EQ(s.commP50, 0) << "an asymmetric collective has no common transfer time";
+    EXPECT_EQ(s.rho, 0) << "relative skew stays the symmetric collectives'";
+    EXPECT_NEAR(s.rankLeadNs[0], 400000, 1);
+    EXPECT_NEAR(s.rankLeadNs[1], 0, 1);
+    EXPECT_NEAR(s.rankLeadNs[3], 400000, 1);
+  }
+  // Arrivals are carried modulo 2^42 ns: a collective whose arrivals straddle a wrap
+  // (here the first: rank 1 arrives 100 us past it, the others 300 us before) is dropped.
+  Job wrap(4, Mode::Observe);
+  for (size_t r = 0; r < 4; ++r) wrap.ranks[r]->setClock(offsets[r]);
+  wrap.now = (int64_t(1) << 42) + 100000 - 2000000;
+  wrap.runBroadcasts(64, 300000, offsets, lead);
+  EXPECT_EQ(wrap.ranks[0]->snapshot().measured, 63u);
+  EXPECT_NEAR(double(wrap.ranks[0]->snapshot().skewP50), 400000, 0.07 * 400000);
 }
 
 TEST(SkewMonitor, PacingDelaysTheEarlyRanksAndNeverTheLastArriver) {
