@@ -120,7 +120,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   if (syncs && nranks > 1) {
     TEMPO_TRY(syncClocks(deadline));
     if (trace_) trace_->setClock(clock_);
-    if (pacing::SkewMonitor* m = skewMonitor(); m && clocksAllValid_) m->setClock(clock_.offsetNs);
+    if (pacing::SkewMonitor* m = skewMonitor(); m && clocksAllValid_) m->setClock(clock_.offsetNs, nowNs());
   }
   if (deadline.cancelled()) return fail(Status::InvalidUsage, "comm %p rank %d: init aborted", static_cast<void*>(this), rank);
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",

@@ -419,7 +419,7 @@ void Engine::endExchange() {
   exchangeActive_ = false;
   if (!ok(exchange_.status)) return;
   const pacing::PacingState before = monitor_->decision().state;
-  monitor_->absorb(exchangeOut_);
+  monitor_->absorb(exchangeOut_, nowNs());
   const pacing::PacingDecision& d = monitor_->decision();
   if (d.state != before) {
     const pacing::WindowStats& w = monitor_->lastWindow();

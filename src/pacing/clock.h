@@ -10,14 +10,20 @@
 // clock stepped (or drifted far) during probing: no estimate, and timelines fall back to
 // the duration-based measures, which need none.
 //
-// Drift is not modelled: an offset is measured once and holds for as long as the hosts'
-// clocks run at the same rate (CLOCK_MONOTONIC under NTP discipline drifts up to tens of
-// ppm, i.e. tens of us per second between hosts).
+// Drift: the probes measure an offset once, and it holds only while the hosts' clocks run
+// at the same rate (CLOCK_MONOTONIC under NTP discipline drifts up to tens of ppm, tens of
+// us per second between hosts). Symmetric collectives sample the offset over time: every
+// rank leaves one at about the same moment, so rank 0's exit minus a rank's is its offset
+// plus a bias of a few us that stays put. fitDrift regresses such samples on time, by
+// the medians of 8 slices (robust to a preempted rank's outlier), and a slope is applied
+// only when resolved (resolvedDriftPpm).
 // Pure: no I/O.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace tempo::pacing {
 
@@ -33,5 +39,25 @@ struct ClockOffset {
 };
 
 ClockOffset estimateOffset(std::span<const ClockProbe> probes);
+
+struct DriftFit {
+  bool known = false;     // enough samples (64) to fit
+  double ppm = 0;         // the offset grows by ppm ns per ms of the sampled clock
+  double errorPpm = 0;    // the slope's standard error
+  double scatterUs = 0;   // robust spread of the samples around the fit
+  double spanS = 0;       // the time the samples span
+  // The slope when it is resolved, else 0: at least kDriftMinSpanS of samples, beyond 3
+  // standard errors, and moving the offset over the span by more than the samples scatter.
+  double resolvedPpm() const;
+};
+inline constexpr double kDriftMinSpanS = 30;
+inline constexpr size_t kDriftMinSamples = 64;
+
+// fitDrift's working memory, reused (it allocates only while it grows).
+struct DriftScratch {
+  std::vector<double> slice, sliceT, sliceO, spread;
+};
+// Offset samples o[i] (ns) taken at times t[i] (ns, increasing) of the sampled clock.
+DriftFit fitDrift(std::span<const double> t, std::span<const double> o, DriftScratch& scratch);
 
 }  // namespace tempo::pacing

@@ -8,6 +8,7 @@
 #include <random>
 #include <tuple>
 
+#include "src/pacing/clock.h"
 #include "src/pacing/iteration.h"
 
 namespace tempo::pacing {
@@ -173,42 +174,21 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
   d.driftPpm.assign(N, 0);
   d.driftErrorPpm.assign(N, 0);
   d.driftScatterUs.assign(N, 0);
-  constexpr size_t kSlices = 8;
-  if (N > 1 && all.size() >= 64) {
+  if (N > 1 && all.size() >= kDriftMinSamples) {
     d.driftKnown = true;
     d.driftSpanS = double(bySeq[0].at(all.back().seq)->exit - bySeq[0].at(all.front().seq)->exit) / 1e9;
+    DriftScratch scratch;
     for (size_t r = 1; r < N; ++r) {
-      std::vector<double> ts, os;  // slice medians: r's time and the offset sample
-      const size_t per = all.size() / kSlices;
-      for (size_t k = 0; k < kSlices; ++k) {
-        std::vector<double> t, o;
-        for (size_t i = k * per; i < (k + 1) * per; ++i) {
-          const int64_t mine = bySeq[r].at(all[i].seq)->exit, zero = bySeq[0].at(all[i].seq)->exit;
-          t.push_back(double(mine));
-          o.push_back(double(zero - mine));
-        }
-        ts.push_back(quantile(t, 0.5));
-        os.push_back(quantile(o, 0.5));
-      }
-      double mt = meanOf(ts), mo = meanOf(os), sto = 0, stt = 0;
-      for (size_t k = 0; k < kSlices; ++k) {
-        sto += (ts[k] - mt) * (os[k] - mo);
-        stt += (ts[k] - mt) * (ts[k] - mt);
-      }
-      const double slope = stt > 0 ? sto / stt : 0;
-      double residual = 0;
-      for (size_t k = 0; k < kSlices; ++k) {
-        const double e = os[k] - (mo + slope * (ts[k] - mt));
-        residual += e * e;
-      }
-      std::vector<double> spread;  // every sample's distance from the fit
+      std::vector<double> ts, os;
       for (const Measured& m : all) {
         const int64_t mine = bySeq[r].at(m.seq)->exit, zero = bySeq[0].at(m.seq)->exit;
-        spread.push_back(double(zero - mine) - (mo + slope * (double(mine) - mt)));
+        ts.push_back(double(mine));
+        os.push_back(double(zero - mine));
       }
-      d.driftScatterUs[r] = (quantile(spread, 0.75) - quantile(spread, 0.25)) / 1.349 / 1e3;
-      d.driftPpm[r] = slope * 1e6;
-      d.driftErrorPpm[r] = stt > 0 ? std::sqrt(residual / double(kSlices - 2) / stt) * 1e6 : 0;
+      const DriftFit f = fitDrift(ts, os, scratch);
+      d.driftScatterUs[r] = f.scatterUs;
+      d.driftPpm[r] = f.ppm;
+      d.driftErrorPpm[r] = f.errorPpm;
     }
   }
 

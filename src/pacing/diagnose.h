@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "src/pacing/clock.h"
 #include "src/pacing/flow.h"
 
 namespace tempo::pacing {
@@ -125,12 +126,11 @@ struct Diagnosis {
   // errors, and moving the offset over the span by more than the samples scatter around
   // the fit (exits on a loaded machine scatter by 100s of us, and their bias wanders by
   // tens of us, which no slope fit can tell from drift).
-  static constexpr double kDriftMinSpanS = 30;
+  static constexpr double kDriftMinSpanS = pacing::kDriftMinSpanS;
   std::vector<double> driftScatterUs;  // robust spread of the samples around the fit
   double resolvedDriftPpm(size_t r) const {
-    if (!driftKnown || driftSpanS < kDriftMinSpanS || r >= driftPpm.size()) return 0;
-    const double moved = std::abs(driftPpm[r]) * driftSpanS;  // us over the span
-    return std::abs(driftPpm[r]) > 3 * driftErrorPpm[r] && moved > driftScatterUs[r] ? driftPpm[r] : 0;
+    if (r >= driftPpm.size()) return 0;
+    return DriftFit{driftKnown, driftPpm[r], driftErrorPpm[r], driftScatterUs[r], driftSpanS}.resolvedPpm();
   }
   // F4: skew against group size. For subsets of n ranks (n = 2, 3, 4, 8, ..., and N) drawn
   // at random in every judged collective, the mean arrival spread within the subset,

@@ -70,6 +70,31 @@ SkewMonitor::SkewMonitor(const MonitorConfig& c)
   published_.window = w_;
   published_.decision = controller_.decision();
   published_.rankLeadNs.assign(size_t(c_.nranks), 0);
+  driftTs_.reserve(kDriftSamples);
+  driftOs_.reserve(kDriftSamples);
+  for (auto* v : {&driftScratch_.slice, &driftScratch_.sliceT, &driftScratch_.sliceO, &driftScratch_.spread})
+    v->reserve(kDriftSamples);
+}
+
+void SkewMonitor::sampleDrift(std::span<const uint64_t> words, int64_t exitNs) {
+  const uint64_t zeroExit = words[exchangeWords() - 1];
+  if (clockKnown_ && c_.rank != 0 && zeroExit > 0 && prevExchangeExitNs_ > 0) {
+    const size_t i = driftCount_++ % kDriftSamples;
+    driftT_[i] = double(prevExchangeExitNs_);
+    driftO_[i] = double(int64_t(zeroExit) - prevExchangeExitNs_);
+    if (driftCount_ % 8 == 0) {
+      driftTs_.clear();
+      driftOs_.clear();
+      const uint64_t n = std::min<uint64_t>(driftCount_, kDriftSamples);
+      for (uint64_t k = driftCount_ - n; k < driftCount_; ++k) {
+        driftTs_.push_back(driftT_[k % kDriftSamples]);
+        driftOs_.push_back(driftO_[k % kDriftSamples]);
+      }
+      driftFit_ = fitDrift(driftTs_, driftOs_, driftScratch_);
+      driftPpm_ = driftFit_.resolvedPpm();
+    }
+  }
+  prevExchangeExitNs_ = exitNs;
 }
 
 void SkewMonitor::Lead::add(double lead) {
@@ -131,7 +156,7 @@ bool SkewMonitor::onCollective(const Sample& s) {
 uint64_t SkewMonitor::measureOf(const Sample& s) const {
   if (s.symmetric) return uint64_t(std::clamp<int64_t>(s.exitNs - s.arrivalNs, 1, int64_t(kMaxDuration)));
   if (!clockKnown_) return 0;
-  return 2 * kArrivalWrap - (uint64_t(s.arrivalNs + clockOffsetNs_) & (kArrivalWrap - 1));
+  return 2 * kArrivalWrap - (uint64_t(onRankZeroClock(s.arrivalNs)) & (kArrivalWrap - 1));
 }
 
 void SkewMonitor::fill(std::span<uint64_t> words) const {
@@ -156,10 +181,12 @@ void SkewMonitor::fill(std::span<uint64_t> words) const {
   }
   words[3 + 2 * K + size_t(c_.rank)] = uint64_t(std::max(0.0, std::round(lead_.ewma)));
   words[3 + 2 * K + size_t(c_.nranks) + size_t(c_.rank)] = uint64_t(std::max<int64_t>(0, windowDelayNs_));
+  if (c_.rank == 0) words[exchangeWords() - 1] = uint64_t(std::max<int64_t>(0, prevExchangeExitNs_));
 }
 
-void SkewMonitor::absorb(std::span<const uint64_t> words) {
+void SkewMonitor::absorb(std::span<const uint64_t> words, int64_t exitNs) {
   if (words.size() < exchangeWords()) return;
+  sampleDrift(words, exitNs);
   const size_t K = kSamples, N = size_t(c_.nranks);
   ++windows_;
   // Per collective: transfer time, skew, last arriver; this rank's lead. (No allocation
@@ -281,6 +308,9 @@ void SkewMonitor::absorb(std::span<const uint64_t> words) {
   p.pacedCollectives = paced_;
   p.window = w_;
   std::copy(leads.begin(), leads.end(), p.rankLeadNs.begin());
+  p.clockKnown = clockKnown_;
+  p.drift = driftFit_;
+  p.driftPpm = driftPpm_;
 }
 
 SkewSnapshot SkewMonitor::snapshot() const {

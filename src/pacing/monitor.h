@@ -15,7 +15,10 @@
 // measured by arrivals on that clock instead: D is replaced by 2^43 - (synced arrival
 // mod 2^42), so the same MAX gives the last arriver and each rank's lead (the last
 // arrival minus its own); their skew counts, their "transfer time" does not, and
-// relative skew stays the symmetric collectives'.
+// relative skew stays the symmetric collectives'. Drift: every rank leaves an exchange at
+// about the same moment, so rank 0's exit of one (carried in the next) minus this rank's
+// samples the offset; once fitDrift resolves a slope from them (30 s or more, clock.h),
+// the offset follows it.
 //
 // Exchange layout (uint64 words, all MAX-reduced):
 //   [0] W proposal  [1] iteration ns  [2] period
@@ -23,6 +26,7 @@
 //   [3+K, 3+2K)          (D << 20 | rank)
 //   [3+2K, 3+2K+N)       each rank's lead EWMA in ns (its own slot; the others 0)
 //   [3+2K+N, 3+2K+2N)    each rank's delays applied during the window, ns
+//   [3+2K+2N]            rank 0's exit of the previous exchange, on its clock (0: none)
 // Every rank absorbs the same reduced words, so the controllers agree (controller.h).
 //
 // Threading: onCollective/fill/absorb/gateDelayNs run on the thread driving the engine;
@@ -36,6 +40,7 @@
 #include <span>
 #include <vector>
 
+#include "src/pacing/clock.h"
 #include "src/pacing/controller.h"
 #include "src/pacing/histogram.h"
 #include "src/pacing/iteration.h"
@@ -82,6 +87,9 @@ struct SkewSnapshot {
   uint64_t pacedCollectives = 0;
   uint32_t window = 0;
   std::vector<double> rankLeadNs;  // per rank, as of the last window
+  bool clockKnown = false;         // asymmetric collectives are measured (setClock)
+  DriftFit drift;                  // the latest fit of this rank's drift against rank 0
+  double driftPpm = 0;             // the drift applied (resolved), ppm
 };
 
 class SkewMonitor {
@@ -89,12 +97,13 @@ class SkewMonitor {
   static constexpr uint32_t kSamples = 64;  // collectives measured per window (the last ones)
   explicit SkewMonitor(const MonitorConfig& c);
 
-  size_t exchangeWords() const { return 3 + 2 * kSamples + 2 * size_t(c_.nranks); }
+  size_t exchangeWords() const { return 4 + 2 * kSamples + 2 * size_t(c_.nranks); }
   // Records a finished collective; returns true when it closes a window (run the exchange
   // now, before the next collective starts: every rank closes windows at the same seq).
   bool onCollective(const Sample& s);
   void fill(std::span<uint64_t> words) const;
-  void absorb(std::span<const uint64_t> words);
+  // `exitNs`: when this rank's exchange finished (its clock).
+  void absorb(std::span<const uint64_t> words, int64_t exitNs = 0);
   // The gate delay for this rank's next collective, of kind `coll` and `bytes` (0 unless
   // pacing is on and engaged). Leads are kept per (collective, log2 size): the collectives
   // of one iteration wait for different things (the first for the slowest rank's compute,
@@ -105,11 +114,12 @@ class SkewMonitor {
   void setMode(Mode m) { mode_.store(m, std::memory_order_relaxed); }
   Mode mode() const { return mode_.load(std::memory_order_relaxed); }
   // Every rank's offset to rank 0's clock is known, this rank's being `offsetNs` (rank 0's
-  // clock minus this one's): asymmetric collectives are measured too. Every rank must
-  // call it alike, before its first collective.
-  void setClock(int64_t offsetNs) {
+  // clock minus this one's) at `atNs` of this rank's clock: asymmetric collectives are
+  // measured too. Every rank must call it alike, before its first collective.
+  void setClock(int64_t offsetNs, int64_t atNs) {
     clockKnown_ = true;
     clockOffsetNs_ = offsetNs;
+    clockAtNs_ = atNs;
   }
   // Hint: collectives per iteration (0 returns to inference).
   void setIterationPeriod(uint32_t p) { periodHint_.store(p, std::memory_order_relaxed); }
@@ -130,7 +140,22 @@ class SkewMonitor {
   std::array<Sample, kSamples> window_{};
   std::array<bool, kSamples> kept_{};
   bool clockKnown_ = false;
-  int64_t clockOffsetNs_ = 0;
+  int64_t clockOffsetNs_ = 0, clockAtNs_ = 0;
+  // Drift: offset samples from the exchanges' exits (a ring of the last kDriftSamples),
+  // refitted every 8 windows; driftPpm_ is the resolved slope (0 until resolved).
+  static constexpr size_t kDriftSamples = 1024;
+  std::array<double, kDriftSamples> driftT_{}, driftO_{};
+  uint64_t driftCount_ = 0;
+  std::vector<double> driftTs_, driftOs_;  // the ring in time order, for the fit
+  DriftScratch driftScratch_;
+  DriftFit driftFit_;
+  double driftPpm_ = 0;
+  int64_t prevExchangeExitNs_ = 0;
+  void sampleDrift(std::span<const uint64_t> words, int64_t exitNs);
+  // Rank 0's clock at `t` of this rank's.
+  int64_t onRankZeroClock(int64_t t) const {
+    return t + clockOffsetNs_ + int64_t(driftPpm_ * 1e-6 * double(t - clockAtNs_));
+  }
   // What a collective contributes to the exchange: its duration, or for an asymmetric one
   // the complement of its arrival on rank 0's clock (0: not measured).
   uint64_t measureOf(const Sample& s) const;

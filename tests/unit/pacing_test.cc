@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "src/pacing/controller.h"
@@ -349,13 +350,15 @@ struct Job {
       if (close) exchange();
     }
   }
-  // A broadcast from rank 0 per collective. Rank r's clock reads rank 0's minus
-  // offsets[r], and it arrives lead(r) ns before the last arriver; the root leaves 10 us
-  // after it arrives, the others when the data has come, `comm` after the last arrival.
+  // Rank r's clock at time t of rank 0's (which is the simulation's): t by default.
+  std::function<int64_t(size_t, int64_t)> clock = [](size_t, int64_t t) { return t; };
+  // A broadcast from rank 0 per collective, `gap` apart. Each rank arrives lead(r) ns
+  // before the last arriver; the root leaves 10 us after it arrives, the others when the
+  // data has come, `comm` after the last arrival. Times are stamped on each rank's clock.
   template <class Lead>
-  void runBroadcasts(int collectives, int64_t comm, const std::vector<int64_t>& offsets, Lead lead) {
+  void runBroadcasts(int collectives, int64_t comm, Lead lead, int64_t gap = 2000000) {
     for (int k = 0; k < collectives; ++k, ++seq) {
-      const int64_t last = now + 2000000, exit = last + comm;
+      const int64_t last = now + gap, exit = last + comm;
       bool close = false;
       for (size_t r = 0; r < ranks.size(); ++r) {
         Sample s;
@@ -363,23 +366,26 @@ struct Job {
         s.coll = 1;
         s.symmetric = false;
         s.bytes = 1 << 16;
-        s.arrivalNs = last - lead(int(r)) - offsets[r];
-        s.exitNs = (r == 0 ? s.arrivalNs + 10000 : exit - offsets[r]);
+        s.arrivalNs = clock(r, last - lead(int(r)));
+        s.exitNs = r == 0 ? s.arrivalNs + 10000 : clock(r, exit);
         close = ranks[r]->onCollective(s);
       }
       now = exit;
       if (close) exchange();
     }
   }
+  // The window exchange; every rank leaves it now, give or take 2 us.
   void exchange() {
     std::vector<uint64_t> reduced(ranks[0]->exchangeWords(), 0), mine(reduced.size());
     for (auto& m : ranks) {
       m->fill(mine);
       for (size_t i = 0; i < mine.size(); ++i) reduced[i] = std::max(reduced[i], mine[i]);
     }
-    for (auto& m : ranks) m->absorb(reduced);
+    for (size_t r = 0; r < ranks.size(); ++r) ranks[r]->absorb(reduced, clock(r, now + int64_t(jitter(rng))));
     ++windows;
   }
+  std::mt19937 rng{3};
+  std::uniform_int_distribution<int> jitter{-2000, 2000};
 };
 
 TEST(SkewMonitor, EstimatesLeadsAndSkewWithoutSynchronisedClocks) {
@@ -408,15 +414,18 @@ TEST(SkewMonitor, AsymmetricCollectivesCountByArrivalsOnRankZerosClock) {
   // Clocks far apart (one by two minutes); rank 1 arrives 400 us after the others.
   const std::vector<int64_t> offsets = {0, 5000000, -7000000, 120000000000};
   auto lead = [](int r) { return r == 1 ? 0 : 400000; };
+  auto skewed = [&](size_t r, int64_t t) { return t - offsets[r]; };
   Job unsynced(4, Mode::Observe);
-  unsynced.runBroadcasts(64, 300000, offsets, lead);
+  unsynced.clock = skewed;
+  unsynced.runBroadcasts(64, 300000, lead);
   SkewSnapshot u = unsynced.ranks[0]->snapshot();
   EXPECT_EQ(u.measured, 0u) << "no common exit and no clock: nothing to measure";
   EXPECT_EQ(u.topLast, -1);
 
   Job job(4, Mode::Observe);
-  for (size_t r = 0; r < 4; ++r) job.ranks[r]->setClock(offsets[r]);
-  job.runBroadcasts(64, 300000, offsets, lead);
+  job.clock = skewed;
+  for (size_t r = 0; r < 4; ++r) job.ranks[r]->setClock(offsets[r], 0);
+  job.runBroadcasts(64, 300000, lead);
   ASSERT_EQ(job.windows, 2);
   for (auto& m : job.ranks) {
     SkewSnapshot s = m->snapshot();
@@ -433,11 +442,38 @@ TEST(SkewMonitor, AsymmetricCollectivesCountByArrivalsOnRankZerosClock) {
   // Arrivals are carried modulo 2^42 ns: a collective whose arrivals straddle a wrap
   // (here the first: rank 1 arrives 100 us past it, the others 300 us before) is dropped.
   Job wrap(4, Mode::Observe);
-  for (size_t r = 0; r < 4; ++r) wrap.ranks[r]->setClock(offsets[r]);
+  wrap.clock = skewed;
+  for (size_t r = 0; r < 4; ++r) wrap.ranks[r]->setClock(offsets[r], 0);
   wrap.now = (int64_t(1) << 42) + 100000 - 2000000;
-  wrap.runBroadcasts(64, 300000, offsets, lead);
+  wrap.runBroadcasts(64, 300000, lead);
   EXPECT_EQ(wrap.ranks[0]->snapshot().measured, 63u);
   EXPECT_NEAR(double(wrap.ranks[0]->snapshot().skewP50), 400000, 0.07 * 400000);
+}
+
+TEST(SkewMonitor, FollowsClockDriftOnceResolved) {
+  // Rank 3's clock runs 50 ppm slow against rank 0's: after 60 s its offset has grown by
+  // 3 ms, far more than the 400 us by which rank 1 is late. Every rank's offset was
+  // measured at the start (time 0).
+  auto drifting = [](size_t r, int64_t t) { return r == 3 ? t - int64_t(50e-6 * double(t)) : t; };
+  auto lead = [](int r) { return r == 1 ? 0 : 400000; };
+  Job job(4, Mode::Observe);
+  job.now = 0;
+  job.clock = drifting;
+  for (size_t r = 0; r < 4; ++r) job.ranks[r]->setClock(0, 0);
+  // 6000 broadcasts 10 ms apart: 60 s, a window (and a drift sample) every 32.
+  job.runBroadcasts(6000, 300000, lead, 10000000);
+  SkewSnapshot s3 = job.ranks[3]->snapshot();
+  ASSERT_TRUE(s3.drift.known);
+  EXPECT_GT(s3.drift.spanS, 30);
+  EXPECT_NEAR(s3.driftPpm, 50, 1) << "rank 0's clock gains 50 us per second on rank 3's";
+  EXPECT_EQ(job.ranks[1]->snapshot().driftPpm, 0) << "no drift, none applied";
+  for (auto& m : job.ranks) {
+    SkewSnapshot s = m->snapshot();
+    EXPECT_EQ(s.topLast, 1);
+    EXPECT_NEAR(s.rankLeadNs[1], 0, 1);
+    EXPECT_NEAR(s.rankLeadNs[3], 400000, 20000) << "rank 3's arrivals are placed by the drifting offset";
+    EXPECT_NEAR(double(s.skewP50), 400000, 0.07 * 400000);
+  }
 }
 
 TEST(SkewMonitor, PacingDelaysTheEarlyRanksAndNeverTheLastArriver) {
