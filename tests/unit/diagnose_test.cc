@@ -247,6 +247,17 @@ TEST(Diagnose, TheApplicationsDeclaredPeriodWins) {
   EXPECT_EQ(d.iterationUs.size(), 99u);
 }
 
+// Adds receive flows to every record: add(trace, record, jitter), jitter() drawing from a
+// standard normal seeded with `seed`.
+template <class Add>
+void withFlows(std::vector<RankTrace>& traces, uint64_t seed, Add add) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> z(0, 1);
+  auto jitter = [&] { return z(rng); };
+  for (RankTrace& t : traces)
+    for (TraceRecord& rec : t.records) add(t, rec, jitter);
+}
+
 // F5: with per-tier receive flows in the records, the report gives each tier's delivery
 // rate and slowdown, and places a slowdown on the tier where it is.
 TEST(Diagnose, PlacesATransferSlowdownOnItsTier) {
@@ -255,16 +266,13 @@ TEST(Diagnose, PlacesATransferSlowdownOnItsTier) {
   EXPECT_TRUE(diagnose(traces).tiers.empty()) << "no flows recorded, no tier table";
   // Every rank receives 8 messages from a peer under its leaf at 1 ns per byte (3% jitter)
   // and 8 from one across the spine, which is twice as slow in 3 collectives of 4.
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> z(0, 1);
-  for (RankTrace& t : traces)
-    for (TraceRecord& rec : t.records) {
-      const uint64_t half = rec.bytes / 2, paced = half - half / 8;
-      const double leafNs = double(paced) * (1 + 0.03 * z(rng));
-      const double fabricNs = double(paced) * (1 + 0.03 * z(rng)) * (rec.seq % 4 ? 2.0 : 1.0);
-      rec.flows[1] = {half, paced, 8, rec.arrival, rec.arrival + int64_t(leafNs)};
-      rec.flows[2] = {half, paced, 8, rec.arrival, rec.arrival + int64_t(fabricNs)};
-    }
+  withFlows(traces, 5, [](const RankTrace&, TraceRecord& rec, auto jitter) {
+    const uint64_t half = rec.bytes / 2, paced = half - half / 8;
+    const double leafNs = double(paced) * (1 + 0.03 * jitter());
+    const double fabricNs = double(paced) * (1 + 0.03 * jitter()) * (rec.seq % 4 ? 2.0 : 1.0);
+    rec.flows[1] = {half, paced, 8, rec.arrival, rec.arrival + int64_t(leafNs)};
+    rec.flows[2] = {half, paced, 8, rec.arrival, rec.arrival + int64_t(fabricNs)};
+  });
   const Diagnosis d = diagnose(traces);
   EXPECT_EQ(d.mode, FailureMode::FabricContention);
   ASSERT_EQ(d.tiers.size(), 2u) << "the host tier sent nothing and is left out";
@@ -286,15 +294,12 @@ TEST(Diagnose, NamesALinkSlowerThanTheOthersOfItsTier) {
   EXPECT_TRUE(diagnose(traces).links.empty()) << "no per-peer flows recorded, no link table";
   // A ring: every rank receives 8 messages from the rank before it, over the leaf, at 1 ns
   // per byte (3% jitter); the link from rank 2 to rank 3 takes 3 ns per byte.
-  std::mt19937_64 rng(9);
-  std::normal_distribution<double> z(0, 1);
-  for (RankTrace& t : traces)
-    for (TraceRecord& rec : t.records) {
-      const int from = (t.rank + 7) % 8;
-      const uint64_t paced = rec.bytes - rec.bytes / 8;
-      const double ns = double(paced) * (1 + 0.03 * z(rng)) * (from == 2 ? 3.0 : 1.0);
-      rec.peers.push_back({from, Tier::Leaf, {rec.bytes, paced, 8, rec.arrival, rec.arrival + int64_t(ns)}});
-    }
+  withFlows(traces, 9, [](const RankTrace& t, TraceRecord& rec, auto jitter) {
+    const int from = (t.rank + 7) % 8;
+    const uint64_t paced = rec.bytes - rec.bytes / 8;
+    const double ns = double(paced) * (1 + 0.03 * jitter()) * (from == 2 ? 3.0 : 1.0);
+    rec.peers.push_back({from, Tier::Leaf, {rec.bytes, paced, 8, rec.arrival, rec.arrival + int64_t(ns)}});
+  });
   const Diagnosis d = diagnose(traces);
   ASSERT_EQ(d.links.size(), 8u);
   EXPECT_EQ(d.links[0].from, 2);
