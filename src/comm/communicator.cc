@@ -94,6 +94,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   tuning_.nranks = nranks;
   tuning_.channels = channels_;
   checkMismatch_ = nranks > 1 && param::CheckMismatch();
+  collTimeoutNs_ = std::clamp<int64_t>(param::CollTimeout(), 0, INT64_MAX / 1000000000) * 1000000000;
   TEMPO_TRY(startTelemetry());
   trace_ = TraceWriter::open(param::Trace(), {commHash_, rank, nranks, boot_->peers()[size_t(rank)].hostname});
   if (trace_) {
@@ -810,7 +811,12 @@ Status Communicator::check(bool closedIsFatal) {
     Status notice = boot_->pollNotice(&why);
     if (!ok(notice)) return fail(notice, "%s", why.empty() ? "a ring neighbour failed" : why.c_str());
   }
-  if (!closedIsFatal || !boot_) return Status::Success;
+  if (!closedIsFatal) return Status::Success;
+  if (const int64_t since = engine_ ? engine_->activeSinceNs() : 0;
+      collTimeoutNs_ > 0 && since > 0 && nowNs() - since > collTimeoutNs_)
+    return fail(Status::Timeout, "rank %d: collective #%lu did not complete within TEMPO_COLL_TIMEOUT=%ld s", rank_,
+                (unsigned long)engine_->activeSeq(), long(collTimeoutNs_ / 1000000000));
+  if (!boot_) return Status::Success;
   if (boot_->neighbourGone())
     return fail(Status::RemoteError,
                 "rank %d: a ring neighbour closed its connection (the peer process exited or aborted)", rank_);

@@ -202,7 +202,8 @@ class Communicator : public engine::Liveness {
   // neighbour that finalized cleanly is no failure: ranks finish a collective at different
   // times, and one may be destroyed while the others still receive. It is one only when
   // this rank has issued more collectives than the neighbour did before it left, since
-  // those can never complete. Idle callers pass false.
+  // those can never complete. With `closedIsFatal`, also fails an op in flight longer than
+  // TEMPO_COLL_TIMEOUT with ncclTimeout. Idle callers pass false.
   Status check(bool closedIsFatal);
   Status check() override { return check(true); }
   bool abortRequested() const override {
@@ -268,6 +269,7 @@ class Communicator : public engine::Liveness {
   std::vector<int> hostOf_;  // each rank's host, numbered 0.. in order of first rank
   pacing::ClockOffset clock_;  // rank 0's clock - this rank's (syncClocks; invalid: not measured)
   bool clocksAllValid_ = false;  // every rank's offset is known (the same on every rank)
+  int64_t collTimeoutNs_ = 0;  // TEMPO_COLL_TIMEOUT in ns (0: no limit)
   std::vector<engine::Tier> peerTier_;  // each rank's tier as seen from this one (for TEMPO_TRACE)
   bool checkMismatch_ = false;  // TEMPO_CHECK_MISMATCH, read at init
   std::unique_ptr<engine::Engine> engine_;

@@ -137,6 +137,10 @@ TEMPO_PARAM(SpinUs, "TEMPO_SPIN_US", Int, "-1",
             "a host has more ranks than cores)")
 TEMPO_PARAM(YieldUs, "TEMPO_YIELD_US", Int, "2000",
             "microseconds a waiting rank yields between polls before it starts sleeping")
+TEMPO_PARAM(CollTimeout, "TEMPO_COLL_TIMEOUT", Int, "0",
+            "seconds a collective or point-to-point call may go unfinished after it starts before it "
+            "fails with ncclTimeout on every rank (checked whenever its wait sees no progress for 20 ms; "
+            "0: no limit)")
 
 // ---- communicator config overrides (ncclConfig_t) ----
 TEMPO_PARAM(CommBlocking, "NCCL_COMM_BLOCKING", Int, "-2147483648",

@@ -215,6 +215,13 @@ class Engine {
   // Polls the transports once and advances the active op(s). Returns the work done.
   int progress();
   bool idle() const { return queue_.empty() && !exchangeActive_; }
+  // When the op in flight (or the telemetry exchange before it) started; 0 when idle.
+  int64_t activeSinceNs() const {
+    if (exchangeActive_) return exchange_.record.tEnter;
+    return queue_.empty() ? 0 : queue_.front()->record.tEnter;
+  }
+  // The seq of the op in flight (the next collective's number while idle).
+  uint64_t activeSeq() const { return queue_.empty() ? nextSeq_ : queue_.front()->seq; }
   // Whether the engine has failed; its endpoints are cancelled and every op errors.
   Status health() const { return failed_; }
   // Cancels every posted transfer and fails queued ops (abort); `causeKnown` marks their

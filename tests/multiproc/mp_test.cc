@@ -210,6 +210,17 @@ TEST(MultiProcessLeave, RankThatLeavesACollectiveEarlyFailsTheOthersCall) {
   }
 }
 
+// TEMPO_COLL_TIMEOUT: a collective that one rank joins too late fails with ncclTimeout on
+// the others (and the cause reaches the late one), rather than waiting for it.
+TEST(MultiProcessTimeout, CollectiveThatOutlivesTheTimeoutFailsWithNcclTimeout) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    std::vector<std::string> env = envFor(Case{transport, 3, "", ""}, "timeout");
+    env.push_back("TEMPO_COLL_TIMEOUT=1");
+    expectAllSucceed(runWorkers(3, env, 60));
+  }
+}
+
 // reliability.md F6: a rank dies; the survivors' call fails, they shrink the communicator
 // with NCCL_SHRINK_ABORT and carry on, bit-exact, without it.
 TEST(MultiProcessShrink, SurvivorsShrinkAwayADeadRankAndCarryOn) {

@@ -20,6 +20,9 @@
 //           to the last rank is done, while the last rank still waits on a late rank's
 //           send, which must succeed. With TEMPO_MP_LEAVE_EARLY=1, rank 0 then leaves one collective early
 //           and every other rank's next all-reduce must fail with ncclRemoteError.
+//   timeout with TEMPO_COLL_TIMEOUT=1, the last rank joins an all-reduce 4 s late: the others'
+//           call fails with ncclTimeout after 1-3 s, and so does (or with ncclRemoteError)
+//           the late rank's, which the others told why
 // Diagnostics go to stderr prefixed with the rank.
 #include <unistd.h>
 
@@ -325,6 +328,22 @@ int leave(ncclComm_t comm) {
   return r == ncclRemoteError ? 0 : 1;
 }
 
+int timeoutLate(ncclComm_t comm) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<float> buf(1 << 12, 1.0f);
+  const bool late = g_rank == g_size - 1;
+  if (late) std::this_thread::sleep_for(std::chrono::seconds(4));
+  const auto t0 = Clock::now();
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string why = ncclGetLastError(comm);
+  fprintf(stderr, "[rank %d] all-reduce returned %s after %.3f s: %s\n", g_rank, ncclGetErrorString(r), secs,
+          why.c_str());
+  ncclCommAbort(comm);
+  if (late) return r == ncclTimeout || r == ncclRemoteError ? 0 : 1;
+  return r == ncclTimeout && secs >= 0.9 && secs < 3 && why.find("TEMPO_COLL_TIMEOUT") != std::string::npos ? 0 : 1;
+}
+
 // The last rank dies right after init. The survivors' all-reduce on the parent fails
 // instead of hanging; they shrink it with NCCL_SHRINK_ABORT, excluding the dead rank, and
 // the shrunk communicator runs 200 bit-exact all-reduces.
@@ -379,6 +398,7 @@ int main() {
   if (mode == "abort") return abortMidCollective(comm);
   if (mode == "shrink") return shrinkAfterDeath(comm);
   if (mode == "leave") return leave(comm);
+  if (mode == "timeout") return timeoutLate(comm);
   int failures = mode == "memory"        ? memory(comm, rss0)
                  : mode == "collectives" ? collectives(comm)
                  : mode == "skew"        ? skew(comm)
