@@ -80,7 +80,8 @@ class Bootstrap {
  private:
   Bootstrap() = default;
   Status connectRing(Deadline deadline);
-  // Sends one framed message to both ring neighbours (best effort, bounded). Holds ringMu_.
+  // Sends one framed message to both ring neighbours (best effort, bounded). The caller
+  // holds ringMu_.
   void sendToNeighbours(const std::vector<uint8_t>& frame);
   // Accepts until a connection presents this communicator's secret and nonce as rank
   // `from` (any rank if -1, stored in *sender) with `purpose`; unauthenticated ones are
