@@ -65,8 +65,9 @@ TEMPO_PARAM(ShmSplit, "TEMPO_SHM_SPLIT", Int, "262144",
 TEMPO_PARAM(ShmCma, "TEMPO_SHM_CMA", Int, "-1",
             "Tempo's shm: 1 moves messages over TEMPO_SHM_EAGER bytes with one copy by cross-memory "
             "attach (process_vm_readv) where the kernel allows it; 0 streams them through the shared rings; "
-            "-1 pulls only where the kernel's copy, measured once per process, is not clearly slower than "
-            "memcpy")
+            "2 lets each receiver time both ways per peer and size class and use the faster, trying the "
+            "other every 16th-64th message; -1 is 2 where every local rank has a core and 0 where local "
+            "ranks outnumber cores")
 TEMPO_PARAM(FiProvider, "FI_PROVIDER", Str, "",
             "libfabric provider for every peer (passed through to libfabric); default: shm on one "
             "host, tcp across hosts")

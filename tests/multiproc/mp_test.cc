@@ -103,7 +103,7 @@ std::vector<std::string> envFor(const Case& c, const char* mode) {
   if (t == "shm") {
     env.push_back("TEMPO_TRANSPORT=shm");
     // Large messages pulled by cross-memory attach unless the case says otherwise (by
-    // default only where it pays, which on some machines is never).
+    // default each receiver chooses by timings, or streams where ranks outnumber cores).
     if (!*c.extraEnv) env.push_back("TEMPO_SHM_CMA=1");
   }
   else if (t == "ucx") env.push_back("TEMPO_TRANSPORT=ucx");
@@ -126,10 +126,12 @@ TEST_P(MultiProcess, EveryTypeOpCountIsBitExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, MultiProcess,
-                         // Tempo's shm pulls large messages by cross-memory attach, or streams
-                         // them through its rings with TEMPO_SHM_CMA=0.
+                         // Tempo's shm pulls large messages by cross-memory attach, streams them
+                         // through its rings with TEMPO_SHM_CMA=0, or mixes the two as its
+                         // timings choose with TEMPO_SHM_CMA=2.
                          ::testing::Values(Case{"shm", 2, "", ""}, Case{"shm", 3, "", ""}, Case{"shm", 4, "", ""},
-                                           Case{"shm", 8, "", ""}, Case{"shm", 3, "TEMPO_SHM_CMA=0", "streamed_"}),
+                                           Case{"shm", 8, "", ""}, Case{"shm", 3, "TEMPO_SHM_CMA=0", "streamed_"},
+                                           Case{"shm", 3, "TEMPO_SHM_CMA=2", "timed_"}),
                          caseName);
 INSTANTIATE_TEST_SUITE_P(Libfabric, MultiProcess,
                          // libfabric shm copies through shared buffers by default (SAR); CMA is its
@@ -158,7 +160,8 @@ TEST_P(MultiProcessCollectives, EveryCollectiveTypeCountRootPlacementIsBitExact)
 INSTANTIATE_TEST_SUITE_P(All, MultiProcessCollectives,
                          ::testing::Values(Case{"shm", 1, "", ""}, Case{"shm", 2, "", ""}, Case{"shm", 3, "", ""},
                                            Case{"shm", 4, "", ""}, Case{"shm", 5, "", ""}, Case{"shm", 8, "", ""},
-                                           Case{"shm", 4, "TEMPO_SHM_CMA=0", "streamed_"}, Case{"ofi_shm", 3, "", ""},
+                                           Case{"shm", 4, "TEMPO_SHM_CMA=0", "streamed_"},
+                                           Case{"shm", 4, "TEMPO_SHM_CMA=2", "timed_"}, Case{"ofi_shm", 3, "", ""},
                                            Case{"tcp", 3, "", ""}
 #ifdef TEMPO_MP_UCX
                                            ,

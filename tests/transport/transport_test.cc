@@ -500,6 +500,12 @@ std::vector<Named> transports() {
                  param::overrideForTest(param::Id::ShmCma, "0");
                  return shm::create(r, n, n - 1);
                }, ""});
+  // Each receiver times both ways and takes turns until it has, so the contract's large
+  // messages go both ways (the default where every local rank has a core).
+  t.push_back({"shm_timed", [](int r, int n, uint64_t) {
+                 param::overrideForTest(param::Id::ShmCma, "2");
+                 return shm::create(r, n, n - 1);
+               }, ""});
 #ifdef TEMPO_HAVE_OFI
   t.push_back({"ofi_shm", [](int r, int n, uint64_t) { return ofi::create("shm", r, n); },
                "libfabric's shm provider reports nothing when a peer dies"});

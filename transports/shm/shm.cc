@@ -24,6 +24,7 @@
 #include "src/core/clock.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
+#include "transports/shm/mode_choice.h"
 
 namespace tempo::transport::shm {
 namespace {
@@ -259,6 +260,10 @@ struct ReqState {
   size_t moved;    // bytes streamed so far (Data); a split receive: where the Push starts
   uint64_t peerCookie;  // a split receive: the sender's buffer address
   uint32_t pushStatus;  // a split send: 1 if writing the Push part failed
+  // A rendezvous receive whose way is being timed (TEMPO_SHM_CMA=-1):
+  uint32_t copiedNs;    // time this process spent copying it so far
+  int64_t matchedNs;    // when it matched (0: untimed)
+  bool busy;            // this process had sends of its own in flight when it matched
 };
 static_assert(sizeof(ReqState) <= sizeof(Request::internal));
 ReqState& state(Request* r) { return *reinterpret_cast<ReqState*>(r->internal); }
@@ -279,7 +284,11 @@ struct Peer {
   Status failed = Status::Success;  // RemoteError once its process has exited
   pid_t pid = 0;
   ProcessWatch watch;  // another process's only
-  bool cma = false;
+  bool cma = false;      // messages from this peer may be pulled by cross-memory attach
+  bool adaptive = false; // ... and whether each is, is chosen by timing both (TEMPO_SHM_CMA=-1)
+  ModeChooser modes[2];  // adaptive: the timings, per size class, [1] while we send as well
+  uint64_t decidedClasses[2] = {};  // adaptive: size classes whose first choice has been logged
+  int64_t lastTimedNs = 0;  // adaptive: when the last timed receive from this peer completed
   size_t eagerMax = 0;  // messages up to this many bytes go inline (eagerLimit)
   Mapping remoteHead;    // the header page of the peer's region
   Mapping remoteRing;    // our ring in the peer's region
@@ -336,6 +345,16 @@ class ShmEndpoint final : public Endpoint {
     r->bytes = bytes;
     finished_.push_back(r);
   }
+  // Completes rendezvous receive `r` of `len` bytes from `from`, moved by `way`, of which
+  // the sender copied `senderBytes` (a stream: all; a split pull: the pushed half). When its
+  // way was chosen by timing, a success adds its cost to the timings (see finishTimed).
+  void finishTimed(int from, Peer& p, Request* r, Status s, size_t len, ModeChooser::Mode way, size_t senderBytes);
+  // Whether this process has rendezvous sends in flight (to any peer).
+  bool sending() const {
+    for (const Peer& q : peers_)
+      if (!q.awaitingPull.empty() || !q.streams.empty()) return true;
+    return false;
+  }
   void drain(int from, Peer& p);
   // Handles one message; false if it must stay in the ring for now (an unclaimed arrival
   // beyond the peer's unexpected-message bound).
@@ -373,43 +392,13 @@ class ShmEndpoint final : public Endpoint {
   // is done sooner).
   size_t eagerLimit(bool cma) const {
     const int64_t v = param::ShmEager();
-    const bool shareCores = long(expectedPeers_) + 1 > sysconf(_SC_NPROCESSORS_ONLN);
-    return std::min<size_t>(kMaxInline, v < 0 ? (cma && !shareCores ? 16384 : 65536) : size_t(v));
+    return std::min<size_t>(kMaxInline, v < 0 ? (cma && !shareCores() ? 16384 : 65536) : size_t(v));
   }
+  // Whether this host's local ranks outnumber its cores.
+  bool shareCores() const { return long(expectedPeers_) + 1 > sysconf(_SC_NPROCESSORS_ONLN); }
 };
 
 std::atomic<uint32_t> g_regionSerial{0};
-
-// TEMPO_SHM_CMA=-1: whether pulling by cross-memory attach pays on this machine, measured
-// once per process. A streamed message is copied twice, into the ring and out of it, but by
-// two processes at once; a pulled one once, by the kernel, which must also pin the pages.
-// So the kernel's copy (process_vm_readv of this process's own 4 MiB) is set against one
-// user-space memcpy of the same bytes, best of 3 each: pulling pays unless it is clearly
-// slower. (On the VM this was written on, 4.2 GB/s against 10.6 out of cache, 13 against
-// 42 in it: pinning there is costly, and streamed all-reduces ran 1.2-2x faster.)
-bool cmaPays() {
-  static const bool pays = [] {
-    constexpr size_t kBytes = 4 << 20;
-    std::vector<char> from(kBytes, 1), to(kBytes, 2);
-    int64_t bestCopy = INT64_MAX, bestPull = INT64_MAX;
-    for (int round = 0; round < 3; ++round) {
-      int64_t t = nowNs();
-      memcpy(to.data(), from.data(), kBytes);
-      bestCopy = std::min(bestCopy, nowNs() - t);
-      iovec local{to.data(), kBytes}, remote{from.data(), kBytes};
-      t = nowNs();
-      if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != ssize_t(kBytes)) return false;
-      bestPull = std::min(bestPull, nowNs() - t);
-    }
-    const bool ok = double(bestPull) < 1.25 * double(bestCopy);
-    TEMPO_INFO(log::Net | log::Shm, "shm: cross-memory attach copies at %.1f GB/s, memcpy at %.1f GB/s: large "
-               "messages %s (TEMPO_SHM_CMA=0 or 1 decides instead)",
-               double(kBytes) / double(std::max<int64_t>(1, bestPull)), double(kBytes) / double(std::max<int64_t>(1, bestCopy)),
-               ok ? "pulled by cross-memory attach" : "streamed through the rings");
-    return ok;
-  }();
-  return pays;
-}
 
 Status ShmEndpoint::open() {
   removeStaleRegions();
@@ -452,8 +441,14 @@ Status ShmEndpoint::connect(int peer, std::span<const std::byte> bytes) {
   p.pid = pid_t(a.pid);
   if (p.pid != getpid()) p.watch = ProcessWatch(p.pid);
   // Cross-memory attach works when the peer's probe word reads back as published.
+  // TEMPO_SHM_CMA: 0 streams, 1 pulls, 2 chooses by timings; -1 (the default) chooses by
+  // timings where every local rank has a core and streams where they outnumber the cores:
+  // timings there measure the scheduler more than the copies, and streaming, which shares
+  // each message's copying between the two processes, was ahead of pulling and of choosing
+  // by timings in most broadcast and all-gather sizes with 4 processes on 2 cores.
+  const int64_t cmaMode = param::ShmCma() < 0 ? (shareCores() ? 0 : 2) : param::ShmCma();
   p.cma = false;
-  if (param::ShmCma() > 0 || (param::ShmCma() < 0 && cmaPays())) {
+  if (cmaMode > 0) {
     uint64_t seen = 0;
     iovec local{&seen, sizeof seen}, remote{reinterpret_cast<void*>(uintptr_t(a.probeAddr)), sizeof seen};
     p.cma = process_vm_readv(p.pid, &local, 1, &remote, 1, 0) == ssize_t(sizeof seen) && seen == a.probeValue;
@@ -461,11 +456,15 @@ Status ShmEndpoint::connect(int peer, std::span<const std::byte> bytes) {
       TEMPO_INFO(log::Net | log::Shm, "shm: rank %d cannot read pid %u by cross-memory attach (%s); large messages "
                  "stream through shared memory", rank_, a.pid, strerror(errno));
   }
+  p.adaptive = p.cma && cmaMode == 2;
   p.eagerMax = eagerLimit(p.cma);
   p.connected = true;
   p.remoteHeader->attached.fetch_add(1, std::memory_order_acq_rel);
   TEMPO_INFO(log::Net | log::Shm, "shm: rank %d -> %d (pid %u) eager <= %zu B, larger %s", rank_, peer, a.pid,
-             p.eagerMax, p.cma ? "by cross-memory attach" : "streamed");
+             p.eagerMax, p.adaptive ? "pulled by cross-memory attach or streamed, whichever its receiver times faster"
+                         : p.cma    ? "by cross-memory attach"
+                         : param::ShmCma() < 0 && shareCores() ? "streamed (local ranks outnumber cores)"
+                                    : "streamed");
   unlinkWhenAttached();
   return Status::Success;
 }
@@ -550,7 +549,7 @@ Status ShmEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, R
       if (eager) {
         complete(req, Status::Success, len);
       } else {
-        state(req) = ReqState{const_cast<void*>(buf), len, tag, 0, 0, 0};
+        state(req) = ReqState{const_cast<void*>(buf), len, tag, 0, 0, 0, 0, 0, false};
         p.awaitingPull.push_back(req);
       }
       return Status::Success;
@@ -563,7 +562,7 @@ Status ShmEndpoint::isend(int peer, uint64_t tag, const void* buf, size_t len, R
 Status ShmEndpoint::irecv(int peer, uint64_t tag, void* buf, size_t len, Request* req) {
   TEMPO_TRY(checkPeer(peer, "receive"));
   Peer& p = peers_[size_t(peer)];
-  state(req) = ReqState{buf, len, tag, 0, 0, 0};
+  state(req) = ReqState{buf, len, tag, 0, 0, 0, 0, 0, false};
   for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
     if (it->tag != tag) continue;
     match(peer, p, req, it->type, it->len, it->addr, it->cookie, it->payload.data());
@@ -596,7 +595,11 @@ void ShmEndpoint::match(int from, Peer& p, Request* r, Type type, uint64_t len, 
   // Rendezvous: pull it now, or clear the sender to stream it.
   SlotHeader c{};
   c.cookie = cookie;
-  if (fits && p.cma) {
+  st.busy = p.adaptive && sending();
+  const bool pullIt = fits && p.cma && (!p.adaptive || p.modes[st.busy].pick(len) == ModeChooser::Pull);
+  st.matchedNs = fits && p.adaptive ? nowNs() : 0;
+  st.copiedNs = 0;
+  if (pullIt) {
     // Split: ask the sender for the second half first, so that it copies while we do
     // (one Push outstanding per peer).
     const bool idle = p.out->pushClaim.load(std::memory_order_acquire) == 0;
@@ -621,14 +624,15 @@ void ShmEndpoint::match(int from, Peer& p, Request* r, Type type, uint64_t len, 
     if (split < len && p.out->pushClaim.compare_exchange_strong(expect, 0, std::memory_order_acq_rel)) {
       // The sender has not started its half (it is busy elsewhere): pull that too.
       if (ok(s)) s = pull(from, p, static_cast<char*>(st.buf) + split, addr + split, len - split);
-      complete(r, s, ok(s) ? len : 0);
+      finishTimed(from, p, r, s, len, ModeChooser::Pull, 0);
     } else if (ok(s) && split < len) {
       st.len = len;
       st.moved = split;
       st.peerCookie = addr;
+      if (st.matchedNs) st.copiedNs = uint32_t(std::min<int64_t>(UINT32_MAX, nowNs() - st.matchedNs));
       p.awaitingPush.push_back(r);
     } else {
-      complete(r, s, ok(s) ? len : 0);
+      finishTimed(from, p, r, s, len, ModeChooser::Pull, 0);
     }
     c.type = uint32_t(Type::Fin);
     c.status = ok(s) ? 0 : 1;
@@ -643,6 +647,38 @@ void ShmEndpoint::match(int from, Peer& p, Request* r, Type type, uint64_t len, 
   }
   p.control.push_back(c);
   flush(p);
+}
+
+// The cost of a timed receive is its service time: from its match, or from the completion
+// of the previous timed receive from the same peer if that came later (several matched at
+// once are moved one after another, and the last should not be charged for the others'
+// time), to its own completion. While this process sends as well (an all-gather, a chain's middle),
+// so does its peer, as a rule, and what the peer copies for us it does not copy for its own
+// receives: then the sender's share of the copying, estimated from our own copying rate
+// (the same bytes by the same kind of copy), is added. A stream makes the sender copy every
+// byte once more; a pull none, or the half it pushes.
+void ShmEndpoint::finishTimed(int from, Peer& p, Request* r, Status s, size_t len, ModeChooser::Mode way,
+                              size_t senderBytes) {
+  const ReqState st = state(r);
+  complete(r, s, ok(s) ? len : 0);
+  if (!st.matchedNs || !ok(s)) return;
+  const int64_t now = nowNs();
+  int64_t cost = now - std::max(st.matchedNs, p.lastTimedNs);
+  p.lastTimedNs = now;
+  const size_t ownBytes = len - std::min(len, senderBytes);
+  if (st.busy && senderBytes && ownBytes) cost += int64_t(double(st.copiedNs) * double(senderBytes) / double(ownBytes));
+  ModeChooser& modes = p.modes[st.busy];
+  modes.record(way, len, cost);
+  const int k = ModeChooser::classOf(len);
+  uint64_t& logged = p.decidedClasses[st.busy];
+  if (logged >> k & 1 || !modes.decided(len)) return;
+  logged |= uint64_t(1) << k;
+  const double streamed = modes.medianCost(ModeChooser::Stream, len), pulled = modes.medianCost(ModeChooser::Pull, len);
+  TEMPO_INFO(log::Net | log::Shm, "shm: rank %d <- %d: messages of %zu-%zu KiB%s %s (median %.2f GB/s pulled, %.2f "
+             "streamed; both kept timed)", rank_, from, (size_t(1) << k) >> 10, (size_t(2) << k) >> 10,
+             st.busy ? " while sending too" : "",
+             modes.preferred(len) == ModeChooser::Pull ? "pulled by cross-memory attach" : "streamed through the ring",
+             pulled > 0 ? 1 / pulled : 0.0, streamed > 0 ? 1 / streamed : 0.0);
 }
 
 Status ShmEndpoint::pull(int from, Peer& p, void* dst, uint64_t src, size_t len) {
@@ -763,7 +799,7 @@ bool ShmEndpoint::arrive(int from, Peer& p, const SlotHeader& h, const unsigned 
                    : h.status == 2
                        ? pull(from, p, static_cast<char*>(st.buf) + st.moved, st.peerCookie + st.moved, st.len - st.moved)
                        : fail(Status::RemoteError, "shm: rank %d could not write its message to us", from);
-        complete(r, s, ok(s) ? st.len : 0);
+        finishTimed(from, p, r, s, st.len, ModeChooser::Pull, h.status == 0 ? st.len - st.moved : 0);
       }
       return true;
     case Type::Cts:
@@ -779,12 +815,14 @@ bool ShmEndpoint::arrive(int from, Peer& p, const SlotHeader& h, const unsigned 
         if (cookieOf(r) != h.peerCookie) continue;
         ReqState& st = state(r);
         if (h.fragLen > kStreamFrag || h.offset != st.moved || h.offset + h.fragLen > st.len) break;
+        const int64_t copyFrom = st.matchedNs ? nowNs() : 0;
         memcpy(static_cast<char*>(st.buf) + h.offset, payload, h.fragLen);
+        if (copyFrom) st.copiedNs = uint32_t(std::min<int64_t>(UINT32_MAX, st.copiedNs + (nowNs() - copyFrom)));
         st.moved += h.fragLen;
         if (st.moved == st.len) {
           p.awaitingData[i] = p.awaitingData.back();
           p.awaitingData.pop_back();
-          complete(r, Status::Success, st.len);
+          finishTimed(from, p, r, Status::Success, st.len, ModeChooser::Stream, st.len);
         }
         return true;
       }

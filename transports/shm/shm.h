@@ -10,12 +10,15 @@
 // once a receive matches, pulled by the receiver straight from the sender's buffer with
 // process_vm_readv: one copy, made by the kernel, with no memory registration; from
 // TEMPO_SHM_SPLIT bytes the sender writes the second half with process_vm_writev while the
-// receiver pulls the first. Where the kernel refuses cross-memory attach between the two
-// processes (ptrace policy, seccomp), where it is clearly slower than memcpy (measured once
-// per process; virtual machines whose page pinning is costly) or with TEMPO_SHM_CMA=0, the
-// receiver answers clear-to-send
-// instead and the sender streams the data through the ring, so a large message never waits
-// in shared memory for a receive that has not been posted.
+// receiver pulls the first. Otherwise the receiver answers clear-to-send and the sender
+// streams the data through the ring, so a large message never waits in shared memory for a
+// receive that has not been posted. Which of the two is faster depends on the machine (a
+// virtual machine's page pinning can make the kernel's one copy slower than two memcpys by
+// two cores), so by default the receiver times both, per peer and size class, and uses the
+// faster (mode_choice.h; TEMPO_SHM_CMA=2 forces this), except where local ranks outnumber
+// cores, where it streams; TEMPO_SHM_CMA=1 always pulls, and where the kernel refuses
+// cross-memory attach (ptrace policy, seccomp) or with TEMPO_SHM_CMA=0 the data is always
+// streamed.
 #pragma once
 
 #include <cstdint>
