@@ -8,7 +8,9 @@ packages=(
   libfabric-dev libfabric-bin          # the ofi transport and fi_pingpong
   libucx-dev ucx-utils                 # the ucx transport and ucx_perftest
   libhwloc-dev                         # topology discovery
+  libsodium-dev                        # HMAC proofs of the job secret in the bootstrap
   googletest libgtest-dev libgmock-dev # tests
+  clang libclang-rt-14-dev             # scripts/fuzz.sh: libFuzzer, ASan, UBSan
   libbenchmark-dev                     # bench/micro
   openmpi-bin libopenmpi-dev           # mpirun launching and the MPI_Allreduce peer
   iproute2 procps                      # tests read /proc; ip(8) and tc(8) build the fabric testbed

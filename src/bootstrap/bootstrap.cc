@@ -8,6 +8,7 @@
 #include <array>
 #include <cstring>
 
+#include "src/bootstrap/auth.h"
 #include "src/bootstrap/root.h"
 #include "src/core/host.h"
 #include "src/core/log.h"
@@ -72,24 +73,32 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueId& id, int rank,
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = rank;
   b->nranks_ = nranks;
-  b->secret_ = id.secret;
-  if ((id.flags & UniqueId::kNoSecret) && rank == 0) TEMPO_TRY(startRoot(id.root, id.secret, true).status());
+  b->secret_ = (id.flags & UniqueId::kNoSecret) ? commIdSecret() : id.secret;
+  if ((id.flags & UniqueId::kNoSecret) && rank == 0) TEMPO_TRY(startRoot(id.root, b->secret_, true).status());
 
   // Listen for ring neighbours on the interface that reaches the root.
   TEMPO_ASSIGN(SockAddr bindAddr, selectInterfaceAddress());
   TEMPO_ASSIGN(b->listener_, Socket::listen(bindAddr, false));
   TEMPO_ASSIGN(SockAddr oob, b->listener_.localAddress());
 
-  // Rendezvous: hello to the root, then wait for the table of all ranks.
+  // Rendezvous: the root's challenge, a hello proved against it, then the table of all
+  // ranks, proved against our hello's nonce.
   TEMPO_ASSIGN(Socket root, Socket::connect(id.root, deadline));
+  TEMPO_ASSIGN(std::vector<uint8_t> challengeMsg, recvMessage(root, MsgType::Challenge, kNonceBytes, deadline));
+  TEMPO_ASSIGN(Nonce challenge, decodeChallenge(challengeMsg));
   Hello hello;
-  hello.secret = id.secret;
+  hello.nonce = freshNonce();
   hello.nranks = nranks;
   hello.rank = rank;
   hello.info = localPeerInfo(oob);
-  TEMPO_TRY(sendBytes(root, encodeHello(hello), deadline));
-  uint32_t maxTable = uint32_t(64 + size_t(nranks) * 128);
+  std::vector<uint8_t> helloMsg = encodeHello(hello);
+  seal(helloMsg, b->secret_, ProofLabel::Hello, challenge);
+  TEMPO_TRY(sendBytes(root, helloMsg, deadline));
+  uint32_t maxTable = uint32_t(64 + size_t(nranks) * 128 + kProofBytes);
   TEMPO_ASSIGN(std::vector<uint8_t> payload, recvMessage(root, MsgType::Table, maxTable, deadline));
+  if (!verifySealed(payload, b->secret_, ProofLabel::Table, hello.nonce))
+    return fail(Status::SystemError, "bootstrap: the rank table from %s is not proved with this job's secret "
+                "(another job's root, or a forgery)", id.root.toString().c_str());
   TEMPO_ASSIGN(Table table, decodeTable(payload, nranks));
   b->nonce_ = table.commNonce;
   b->peers_ = std::move(table.peers);
@@ -97,12 +106,22 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueId& id, int rank,
   return b;
 }
 
+std::vector<uint8_t> Bootstrap::peerHello(uint32_t purpose) const {
+  PeerHello h;
+  h.nonce = freshNonce();
+  h.commNonce = nonce_;
+  h.from = rank_;
+  h.purpose = purpose;
+  std::vector<uint8_t> msg = encodePeerHello(h);
+  seal(msg, secret_, ProofLabel::PeerHello, {});
+  return msg;
+}
+
 Status Bootstrap::connectRing(Deadline deadline) {
   if (nranks_ == 1) return Status::Success;
   int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
   TEMPO_ASSIGN(next_, Socket::connect(peers_[size_t(next)].oob, deadline));
-  PeerHello hello{secret_, nonce_, rank_, PeerHello::kRing};
-  TEMPO_TRY(sendBytes(next_, encodePeerHello(hello), deadline));
+  TEMPO_TRY(sendBytes(next_, peerHello(PeerHello::kRing), deadline));
   TEMPO_ASSIGN(prev_, acceptFrom(prev, PeerHello::kRing, deadline));
   return Status::Success;
 }
@@ -123,8 +142,9 @@ Result<Socket> Bootstrap::acceptFrom(int from, uint32_t purpose, Deadline deadli
     Result<std::vector<uint8_t>> msg = recvMessage(*s, MsgType::PeerHello, kMaxHelloBytes, hs);
     if (!msg.ok()) continue;
     Result<PeerHello> ph = decodePeerHello(*msg);
-    if (!ph.ok() || !secretsEqual(ph->secret, secret_) || ph->commNonce != nonce_ || ph->purpose != purpose ||
-        (from >= 0 ? ph->from != from : ph->from < 0 || ph->from >= nranks_)) {
+    if (!ph.ok() || !verifySealed(*msg, secret_, ProofLabel::PeerHello, {}) || ph->commNonce != nonce_ ||
+        ph->purpose != purpose || (from >= 0 ? ph->from != from : ph->from < 0 || ph->from >= nranks_) ||
+        !replays_.firstUse(ph->nonce)) {
       TEMPO_WARN_RATELIMITED(1000, "bootstrap: rank %d dropped an unauthenticated connection from %s", rank_,
                              addr.toString().c_str());
       continue;
@@ -136,7 +156,7 @@ Result<Socket> Bootstrap::acceptFrom(int from, uint32_t purpose, Deadline deadli
 
 Status Bootstrap::sendDirect(int to, std::span<const uint8_t> payload, Deadline deadline) {
   TEMPO_ASSIGN(Socket s, Socket::connect(peers_[size_t(to)].oob, deadline));
-  TEMPO_TRY(sendBytes(s, encodePeerHello(PeerHello{secret_, nonce_, rank_, PeerHello::kDirect}), deadline));
+  TEMPO_TRY(sendBytes(s, peerHello(PeerHello::kDirect), deadline));
   return sendBytes(s, encodeDirect(payload), deadline);
 }
 

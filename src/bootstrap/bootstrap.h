@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "src/bootstrap/auth.h"
 #include "src/bootstrap/socket.h"
 #include "src/bootstrap/wire.h"
 
@@ -83,14 +84,18 @@ class Bootstrap {
   // Sends one framed message to both ring neighbours (best effort, bounded). The caller
   // holds ringMu_.
   void sendToNeighbours(const std::vector<uint8_t>& frame);
-  // Accepts until a connection presents this communicator's secret and nonce as rank
-  // `from` (any rank if -1, stored in *sender) with `purpose`; unauthenticated ones are
-  // dropped with a rate-limited warning.
+  // A hello to a peer for `purpose`, with a fresh nonce, proved with the secret.
+  std::vector<uint8_t> peerHello(uint32_t purpose) const;
+  // Accepts until a connection proves this communicator's secret and names its nonce, as
+  // rank `from` (any rank if -1, stored in *sender) with `purpose`, with a hello nonce not
+  // admitted before; others (unauthenticated, replayed) are dropped with a rate-limited
+  // warning.
   Result<Socket> acceptFrom(int from, uint32_t purpose, Deadline deadline, int* sender = nullptr);
 
   int rank_ = 0, nranks_ = 1;
   uint64_t nonce_ = 0;
   Secret secret_{};
+  ReplayGuard replays_;  // hello nonces acceptFrom has admitted
   std::vector<PeerInfo> peers_;
   Socket listener_, next_, prev_;
   bool notified_ = false;

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/bootstrap/auth.h"
 #include "src/core/host.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
@@ -18,6 +19,7 @@ namespace {
 struct Pending {
   Socket sock;
   SockAddr from;
+  Nonce challenge{};  // sent on accepting; the hello must be proved against it
   Deadline deadline = Deadline::never();
   std::vector<uint8_t> buf;  // header, then payload once the header is valid
   size_t want = kHeaderBytes;
@@ -44,6 +46,7 @@ class Root {
   int joined_ = 0;
   std::vector<Socket> rankSock_;
   std::vector<PeerInfo> peers_;
+  std::vector<Nonce> rankNonce_;  // each rank's hello nonce, which its table is proved against
   Deadline handshake_ = Deadline::never();
   int64_t handshakeNs_ = 0;
 };
@@ -95,6 +98,10 @@ void Root::acceptAll() {
     p->sock = std::move(s.value());
     p->from = from;
     p->deadline = Deadline::after(handshakeNs_);
+    p->challenge = freshNonce();
+    // A few bytes into an empty socket buffer: does not block.
+    const std::vector<uint8_t> challenge = encodeChallenge(p->challenge);
+    if (!ok(p->sock.sendAll(std::as_bytes(std::span(challenge)), Deadline::after(handshakeNs_)))) continue;
     pending_.push_back(std::move(p));
   }
 }
@@ -126,8 +133,9 @@ void Root::reject(Pending& p, Status s, const std::string& reason) {
 }
 
 void Root::admit(Pending& p) {
-  Result<Hello> h = decodeHello(std::span<const uint8_t>(p.buf).subspan(kHeaderBytes));
-  if (!h.ok() || !secretsEqual(h->secret, secret_)) {
+  const std::span<const uint8_t> payload = std::span<const uint8_t>(p.buf).subspan(kHeaderBytes);
+  Result<Hello> h = decodeHello(payload);
+  if (!h.ok() || !verifySealed(payload, secret_, ProofLabel::Hello, p.challenge)) {
     TEMPO_WARN_RATELIMITED(1000, "bootstrap root: dropped a connection from %s without the job secret",
                            p.from.toString().c_str());
     return;
@@ -145,6 +153,7 @@ void Root::admit(Pending& p) {
     nranks_ = h->nranks;
     rankSock_.resize(size_t(nranks_));
     peers_.resize(size_t(nranks_));
+    rankNonce_.resize(size_t(nranks_));
   }
   if (h->nranks != nranks_) {
     snprintf(why, sizeof why, "rank %d reports nranks %d but the communicator has %d ranks", h->rank,
@@ -161,6 +170,7 @@ void Root::admit(Pending& p) {
   }
   rankSock_[size_t(h->rank)] = std::move(p.sock);
   peers_[size_t(h->rank)] = h->info;
+  rankNonce_[size_t(h->rank)] = h->nonce;
   ++joined_;
   TEMPO_TRACE(log::Bootstrap, "bootstrap root: rank %d joined (%d/%d)", h->rank, joined_, nranks_);
 }
@@ -169,9 +179,16 @@ void Root::sendTable() {
   Table t;
   if (!secureRandom(&t.commNonce, sizeof t.commNonce)) t.commNonce = nowNs() ^ processToken();
   t.peers = peers_;
+  // One table for all, each rank's copy ending in a proof bound to that rank's nonce: the
+  // body is hashed once, and the proof sent after it.
   std::vector<uint8_t> msg = encodeTable(t);
+  const Digest digest = bodyDigest(std::span<const uint8_t>(msg).subspan(kHeaderBytes));
+  const std::span<const uint8_t> body = std::span<const uint8_t>(msg).first(msg.size() - kProofBytes);
   for (int r = 0; r < nranks_; ++r) {
-    Status s = rankSock_[size_t(r)].sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
+    const Proof proof = prove(secret_, ProofLabel::Table, rankNonce_[size_t(r)], digest);
+    const Deadline d = Deadline::after(handshakeNs_);
+    Status s = rankSock_[size_t(r)].sendAll(std::as_bytes(body), d);
+    if (ok(s)) s = rankSock_[size_t(r)].sendAll(std::as_bytes(std::span(proof)), d);
     if (!ok(s)) TEMPO_WARN("bootstrap root: could not send the rank table to rank %d", r);
   }
   TEMPO_INFO(log::Bootstrap, "bootstrap root: %d ranks joined, table sent", nranks_);

@@ -184,42 +184,57 @@ Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t 
   uint16_t type = r.u16();
   r.u16();
   uint32_t length = r.u32();
-  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Leave)) return malformed("header (type)");
+  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Challenge)) return malformed("header (type)");
   if (length > maxLength)
     return fail(Status::InvalidArgument, "bootstrap: message of %u bytes exceeds the limit of %u", length,
                 maxLength);
   return Header{MsgType(type), length};
 }
 
+std::vector<uint8_t> encodeChallenge(const Nonce& n) {
+  return framed(MsgType::Challenge, std::vector<uint8_t>(n.begin(), n.end()));
+}
+
+Result<Nonce> decodeChallenge(std::span<const uint8_t> payload) {
+  Nonce n;
+  if (payload.size() != n.size()) return malformed("challenge");
+  memcpy(n.data(), payload.data(), n.size());
+  return n;
+}
+
 std::vector<uint8_t> encodeHello(const Hello& h) {
   std::vector<uint8_t> p;
   Writer w(p);
-  w.bytes(h.secret.data(), h.secret.size());
+  w.bytes(h.nonce.data(), h.nonce.size());
   w.u32(h.protocol);
   w.u32(uint32_t(h.nranks));
   w.u32(uint32_t(h.rank));
   w.peer(h.info);
+  w.bytes(h.proof.data(), h.proof.size());
   return framed(MsgType::Hello, p);
 }
 
 Result<Hello> decodeHello(std::span<const uint8_t> payload) {
   Reader r(payload);
   Hello h;
-  r.bytes(h.secret.data(), h.secret.size());
+  r.bytes(h.nonce.data(), h.nonce.size());
   h.protocol = r.u32();
   h.nranks = int32_t(r.u32());
   h.rank = int32_t(r.u32());
-  if (!r.peer(&h.info) || r.left() != 0) return malformed("hello");
+  if (!r.peer(&h.info)) return malformed("hello");
+  r.bytes(h.proof.data(), h.proof.size());
+  if (!r.ok() || r.left() != 0) return malformed("hello");
   return h;
 }
 
 std::vector<uint8_t> encodeTable(const Table& t) {
   std::vector<uint8_t> p;
-  p.reserve(16 + t.peers.size() * kPeerInfoBytes);
+  p.reserve(16 + t.peers.size() * kPeerInfoBytes + kProofBytes);
   Writer w(p);
   w.u64(t.commNonce);
   w.u32(uint32_t(t.peers.size()));
   for (const PeerInfo& pi : t.peers) w.peer(pi);
+  w.bytes(t.proof.data(), t.proof.size());
   return framed(MsgType::Table, p);
 }
 
@@ -228,11 +243,12 @@ Result<Table> decodeTable(std::span<const uint8_t> payload, int expectRanks) {
   Table t;
   t.commNonce = r.u64();
   uint32_t n = r.u32();
-  if (!r.ok() || int64_t(n) != expectRanks || r.left() != size_t(n) * kPeerInfoBytes)
+  if (!r.ok() || int64_t(n) != expectRanks || r.left() != size_t(n) * kPeerInfoBytes + kProofBytes)
     return malformed("rank table");
   t.peers.resize(n);
   for (PeerInfo& pi : t.peers)
     if (!r.peer(&pi)) return malformed("rank table");
+  r.bytes(t.proof.data(), t.proof.size());
   return t;
 }
 
@@ -283,28 +299,24 @@ Result<ErrorReply> decodeError(std::span<const uint8_t> payload) {
 std::vector<uint8_t> encodePeerHello(const PeerHello& h) {
   std::vector<uint8_t> p;
   Writer w(p);
-  w.bytes(h.secret.data(), h.secret.size());
+  w.bytes(h.nonce.data(), h.nonce.size());
   w.u64(h.commNonce);
   w.u32(uint32_t(h.from));
   w.u32(h.purpose);
+  w.bytes(h.proof.data(), h.proof.size());
   return framed(MsgType::PeerHello, p);
 }
 
 Result<PeerHello> decodePeerHello(std::span<const uint8_t> payload) {
   Reader r(payload);
   PeerHello h;
-  r.bytes(h.secret.data(), h.secret.size());
+  r.bytes(h.nonce.data(), h.nonce.size());
   h.commNonce = r.u64();
   h.from = int32_t(r.u32());
   h.purpose = r.u32();
+  r.bytes(h.proof.data(), h.proof.size());
   if (!r.ok() || r.left() != 0) return malformed("peer hello");
   return h;
-}
-
-bool secretsEqual(const Secret& a, const Secret& b) {
-  uint8_t diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 }  // namespace tempo::bootstrap

@@ -19,8 +19,12 @@ namespace tempo::bootstrap {
 
 inline constexpr size_t kUniqueIdBytes = 128;
 inline constexpr size_t kSecretBytes = 32;
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr size_t kNonceBytes = 16;
+inline constexpr size_t kProofBytes = 32;
+inline constexpr uint32_t kProtocolVersion = 4;
 using Secret = std::array<uint8_t, kSecretBytes>;
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Proof = std::array<uint8_t, kProofBytes>;  // an HMAC of the message under the secret (auth.h)
 
 // What a unique id carries: where the root listens and the job secret.
 struct UniqueId {
@@ -49,14 +53,16 @@ struct PeerInfo {
 };
 
 // Framing of every bootstrap message: a 12-byte header, then `length` payload bytes.
+// Messages that admit a connection end in a Proof (auth.h); none carries the secret.
 enum class MsgType : uint16_t {
-  Hello = 1,      // rank -> root: secret, nranks, rank, PeerInfo
-  Table = 2,      // root -> rank: comm nonce, PeerInfo of every rank
+  Hello = 1,      // rank -> root: nonce, protocol, nranks, rank, PeerInfo, proof
+  Table = 2,      // root -> rank: comm nonce, PeerInfo of every rank, proof
   Error = 3,      // root -> rank: status and reason
-  PeerHello = 4,  // rank -> rank: secret, comm nonce, sender rank, purpose
+  PeerHello = 4,  // rank -> rank: nonce, comm nonce, sender rank, purpose, proof
   Abort = 5,      // rank -> ring neighbour: the communicator failed; status and reason
   Direct = 6,     // rank -> rank, after a kDirect PeerHello: one opaque payload
   Leave = 7,      // rank -> ring neighbour: finalized cleanly after this many collectives
+  Challenge = 8,  // root -> rank, on accepting: the nonce the rank's hello must prove against
 };
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMsgMagic = 0x424d5054;  // "TPMB"
@@ -72,12 +78,16 @@ void encodeHeader(MsgType type, uint32_t length, std::span<uint8_t, kHeaderBytes
 // Rejects a wrong magic, an unknown type, or a length above `maxLength`.
 Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t maxLength);
 
+std::vector<uint8_t> encodeChallenge(const Nonce& n);
+Result<Nonce> decodeChallenge(std::span<const uint8_t> payload);
+
 struct Hello {
-  Secret secret{};
+  Nonce nonce{};  // the rank's: the table it gets back must be proved against it
   uint32_t protocol = kProtocolVersion;
   int32_t nranks = 0;
   int32_t rank = 0;
   PeerInfo info;
+  Proof proof{};
 };
 std::vector<uint8_t> encodeHello(const Hello& h);  // header included
 Result<Hello> decodeHello(std::span<const uint8_t> payload);
@@ -85,6 +95,7 @@ Result<Hello> decodeHello(std::span<const uint8_t> payload);
 struct Table {
   uint64_t commNonce = 0;
   std::vector<PeerInfo> peers;
+  Proof proof{};
 };
 std::vector<uint8_t> encodeTable(const Table& t);
 Result<Table> decodeTable(std::span<const uint8_t> payload, int expectRanks);
@@ -105,15 +116,13 @@ std::vector<uint8_t> encodeDirect(std::span<const uint8_t> payload);
 
 struct PeerHello {
   enum Purpose : uint32_t { kRing = 1, kP2p = 2, kDirect = 3 };
-  Secret secret{};
+  Nonce nonce{};  // fresh per connection: a listener admits each once
   uint64_t commNonce = 0;
   int32_t from = 0;
   uint32_t purpose = kRing;
+  Proof proof{};
 };
 std::vector<uint8_t> encodePeerHello(const PeerHello& h);
 Result<PeerHello> decodePeerHello(std::span<const uint8_t> payload);
-
-// Constant-time comparison, so that probing a listener does not leak the secret.
-bool secretsEqual(const Secret& a, const Secret& b);
 
 }  // namespace tempo::bootstrap

@@ -133,8 +133,10 @@ std::vector<Entry> snapshot() {
   out.reserve(kCount);
   for (int i = 0; i < kCount; ++i) {
     const Value& v = g_values[i];
+    // A secret's value is not for listings or logs, only whether it is set.
+    const bool hidden = i == int(Id::Secret) && !v.text.empty();
     out.push_back({kDefs[i].name, kDefs[i].kind, kDefs[i].defaultValue, kDefs[i].description,
-                   v.text, v.source, v.valid});
+                   hidden ? std::string("(set, not shown)") : v.text, v.source, v.valid});
   }
   return out;
 }

@@ -27,6 +27,10 @@ TEMPO_PARAM(ConfFile, "NCCL_CONF_FILE", Str, "",
 // ---- bootstrap ----
 TEMPO_PARAM(CommId, "NCCL_COMM_ID", Str, "",
             "host:port of the bootstrap root; rank 0 listens there and no unique id needs to be shared")
+TEMPO_PARAM(Secret, "TEMPO_SECRET", Str, "",
+            "NCCL_COMM_ID jobs only, whose id carries no secret: a passphrase every rank sets alike; connections "
+            "prove they know it (its SHA-256) by HMAC and never send it. Unset, anyone who reaches the root's "
+            "port can join, as with NCCL. Never shown by tempo-params or in logs")
 TEMPO_PARAM(SocketIfname, "NCCL_SOCKET_IFNAME", Str, "",
             "interfaces for bootstrap sockets: prefix list, ^ excludes, = exact (default: ^lo,docker, "
             "then lo)")
@@ -35,7 +39,7 @@ TEMPO_PARAM(SocketFamily, "NCCL_SOCKET_FAMILY", Str, "",
 TEMPO_PARAM(InitTimeout, "TEMPO_INIT_TIMEOUT", Int, "300",
             "seconds any wait during communicator initialisation may take before ncclSystemError")
 TEMPO_PARAM(HandshakeTimeout, "TEMPO_HANDSHAKE_TIMEOUT", Int, "5",
-            "seconds an incoming bootstrap connection has to present the job secret")
+            "seconds an incoming bootstrap connection has to prove the job secret")
 TEMPO_PARAM(Hostname, "TEMPO_HOSTNAME", Str, "",
             "host name this process reports (lets one machine play several hosts)")
 

@@ -1,5 +1,7 @@
-// The bootstrap root under hostile input: connections that send junk, a wrong secret, an
-// oversized length or nothing at all are dropped, and the real ranks still initialise.
+// The bootstrap under hostile input: connections to the root that send junk, a hello
+// proved with another secret or against another connection's challenge, an oversized
+// length or nothing at all are dropped, and the real ranks still initialise; a peer's
+// listener refuses a hello it has admitted before.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,6 +11,8 @@
 #include <vector>
 
 #include "rccl/rccl.h"
+#include "src/bootstrap/auth.h"
+#include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/socket.h"
 #include "src/bootstrap/wire.h"
 #include "src/core/param.h"
@@ -16,11 +20,34 @@
 namespace tempo::bootstrap {
 namespace {
 
-SockAddr rootOf(const ncclUniqueId& id) {
+UniqueId decoded(const ncclUniqueId& id) {
   Result<UniqueId> u = decodeUniqueId(std::span<const uint8_t, kUniqueIdBytes>(
       reinterpret_cast<const uint8_t*>(id.internal), sizeof id.internal));
   EXPECT_TRUE(u.ok());
-  return u.ok() ? u->root : SockAddr{};
+  return u.ok() ? u.value() : UniqueId{};
+}
+
+SockAddr rootOf(const ncclUniqueId& id) { return decoded(id).root; }
+
+// Reads the challenge the root sends every connection it accepts.
+Nonce challengeOf(const Socket& s) {
+  uint8_t buf[kHeaderBytes + kNonceBytes];
+  EXPECT_TRUE(ok(s.recvAll(std::as_writable_bytes(std::span(buf)), Deadline::afterSeconds(5))));
+  Result<Nonce> n = decodeChallenge(std::span<const uint8_t>(buf).subspan(kHeaderBytes));
+  EXPECT_TRUE(n.ok());
+  return n.ok() ? n.value() : Nonce{};
+}
+
+// A hello for `rank` of `nranks` proved with `secret` against `challenge`.
+std::vector<uint8_t> helloFor(int rank, int nranks, const SockAddr& oob, const Secret& secret, const Nonce& challenge) {
+  Hello h;
+  h.nonce = freshNonce();
+  h.nranks = nranks;
+  h.rank = rank;
+  h.info.oob = oob;
+  std::vector<uint8_t> m = encodeHello(h);
+  seal(m, secret, ProofLabel::Hello, challenge);
+  return m;
 }
 
 Socket connectTo(const SockAddr& a) {
@@ -52,16 +79,20 @@ TEST(BootstrapRoot, JunkConnectionsDoNotDisturbTheJob) {
     encodeHeader(MsgType::Hello, 0x7fffffff, std::span<uint8_t, kHeaderBytes>(h.data(), kHeaderBytes));
     sendRaw(junk.back(), h);
   }
-  // A well-formed hello with the wrong secret, claiming rank 0.
+  // A well-formed hello proved with another secret, claiming rank 0.
   junk.push_back(connectTo(root));
   {
-    Hello h;
-    h.secret[0] = 1;
-    h.nranks = 2;
-    h.rank = 0;
-    h.info.oob = root;
-    sendRaw(junk.back(), encodeHello(h));
+    Secret other = decoded(id).secret;
+    other[0] ^= 1;
+    sendRaw(junk.back(), helloFor(0, 2, root, other, challengeOf(junk.back())));
   }
+  // A hello proved with the job's secret, but against another connection's challenge: what
+  // replaying a recorded hello amounts to. The connection whose challenge it was sends nothing.
+  junk.push_back(connectTo(root));
+  const Nonce earlier = challengeOf(junk.back());
+  junk.push_back(connectTo(root));
+  (void)challengeOf(junk.back());
+  sendRaw(junk.back(), helloFor(0, 2, root, decoded(id).secret, earlier));
   // A half-sent hello.
   junk.push_back(connectTo(root));
   {
@@ -118,6 +149,55 @@ TEST(BootstrapRoot, WrongRankCountIsRefusedWithAReason) {
   first.join();
   param::overrideForTest(param::Id::InitTimeout, nullptr);
   EXPECT_EQ(ra, ncclSystemError);
+}
+
+TEST(BootstrapPeers, AHelloAdmittedOnceIsRefusedWhenReplayed) {
+  ncclUniqueId nid;
+  ASSERT_EQ(ncclGetUniqueId(&nid), ncclSuccess);
+  const UniqueId id = decoded(nid);
+  std::unique_ptr<Bootstrap> b[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      Result<std::unique_ptr<Bootstrap>> j = Bootstrap::join(id, r, 2, Deadline::afterSeconds(20));
+      if (j.ok()) b[r] = std::move(j.value());
+    });
+  for (auto& t : ranks) t.join();
+  ASSERT_TRUE(b[0] && b[1]) << lastErrorMessage();
+
+  // What rank 0's sendDirect to rank 1 puts on the wire, as an eavesdropper records it.
+  PeerHello h;
+  h.nonce = freshNonce();
+  h.commNonce = b[0]->commNonce();
+  h.from = 0;
+  h.purpose = PeerHello::kDirect;
+  std::vector<uint8_t> wire = encodePeerHello(h);
+  seal(wire, id.secret, ProofLabel::PeerHello, {});
+  const std::vector<uint8_t> payload = {1, 2, 3};
+  const std::vector<uint8_t> direct = encodeDirect(payload);
+  wire.insert(wire.end(), direct.begin(), direct.end());
+  const SockAddr listener = b[1]->peers()[1].oob;
+
+  // The original is admitted.
+  Socket first = connectTo(listener);
+  sendRaw(first, wire);
+  Result<std::vector<uint8_t>> got = b[1]->recvDirect(0, 64, Deadline::afterSeconds(5));
+  ASSERT_TRUE(got.ok()) << lastErrorMessage();
+  EXPECT_EQ(got.value(), payload);
+
+  // The same bytes again, on a new connection, are dropped: rank 1 is still waiting when
+  // its deadline passes.
+  Socket replay = connectTo(listener);
+  sendRaw(replay, wire);
+  Result<std::vector<uint8_t>> again = b[1]->recvDirect(0, 64, Deadline::afterSeconds(2));
+  EXPECT_FALSE(again.ok());
+
+  // A fresh hello from the real rank 0 still gets through.
+  std::thread send([&] { EXPECT_TRUE(ok(b[0]->sendDirect(1, payload, Deadline::afterSeconds(5)))); });
+  got = b[1]->recvDirect(0, 64, Deadline::afterSeconds(5));
+  send.join();
+  ASSERT_TRUE(got.ok()) << lastErrorMessage();
+  EXPECT_EQ(got.value(), payload);
 }
 
 }  // namespace

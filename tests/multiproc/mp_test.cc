@@ -287,6 +287,16 @@ TEST(MultiProcessSkew, PacingOffOnSomeRanksOnlyIsRefusedAtInit) {
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 2) << "rank " << r << " should fail its init";
 }
 
+// NCCL_COMM_ID jobs, whose id carries no secret, prove TEMPO_SECRET instead: ranks that
+// share it initialise and run; where one differs no rank is admitted with the wrong one, and
+// every init fails at TEMPO_INIT_TIMEOUT rather than mixing two jobs.
+TEST(MultiProcessSecret, CommIdJobsAdmitOnlyRanksThatProveTheSameTempoSecret) {
+  expectAllSucceed(runWorkers(3, {"TEMPO_MP_MODE=matrix", "TEMPO_TRANSPORT=shm", "TEMPO_SECRET=correct horse"}, 120));
+  std::vector<int> codes =
+      runWorkers(3, {"TEMPO_MP_MODE=matrix", "TEMPO_TRANSPORT=shm", "TEMPO_SECRET=job %r", "TEMPO_INIT_TIMEOUT=3"}, 60);
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 2) << "rank " << r << " should fail its init";
+}
+
 // 8 ranks: at most 64 MiB of library host memory each, and flat RSS over 10,000
 // back-to-back collectives (the worker measures and fails itself).
 TEST(MultiProcessMemory, BoundedAndFlatOverTenThousandCollectives) {

@@ -3,6 +3,9 @@
 
 #include <cstring>
 
+#include <algorithm>
+
+#include "src/bootstrap/auth.h"
 #include "src/bootstrap/socket.h"
 #include "src/bootstrap/wire.h"
 
@@ -25,7 +28,7 @@ TEST(UniqueId, RoundTripsIpv4AndIpv6) {
     Result<UniqueId> back = decodeUniqueId(raw);
     ASSERT_TRUE(back.ok()) << s;
     EXPECT_EQ(back->root.toString(), id.root.toString());
-    EXPECT_TRUE(secretsEqual(back->secret, id.secret));
+    EXPECT_EQ(back->secret, id.secret);
     EXPECT_EQ(back->flags, 0);
   }
 }
@@ -98,12 +101,28 @@ TEST(Messages, HelloTableErrorAndPeerHelloRoundTrip) {
   ASSERT_TRUE(eb.ok());
   EXPECT_EQ(eb->reason, "rank 9 is outside [0, 8)");
 
-  PeerHello p{{}, 5, 2, PeerHello::kRing};
+  PeerHello p;
+  p.nonce[0] = 7;
+  p.commNonce = 5;
+  p.from = 2;
+  p.purpose = PeerHello::kDirect;
+  p.proof[31] = 9;
   m = encodePeerHello(p);
   Result<PeerHello> pb = decodePeerHello(std::span(m).subspan(kHeaderBytes));
   ASSERT_TRUE(pb.ok());
   EXPECT_EQ(pb->from, 2);
   EXPECT_EQ(pb->commNonce, 5u);
+  EXPECT_EQ(pb->purpose, uint32_t(PeerHello::kDirect));
+  EXPECT_EQ(pb->nonce, p.nonce);
+  EXPECT_EQ(pb->proof, p.proof);
+
+  Nonce n;
+  for (size_t i = 0; i < n.size(); ++i) n[i] = uint8_t(i + 1);
+  m = encodeChallenge(n);
+  Result<Nonce> nb = decodeChallenge(std::span(m).subspan(kHeaderBytes));
+  ASSERT_TRUE(nb.ok());
+  EXPECT_EQ(*nb, n);
+  EXPECT_FALSE(decodeChallenge(std::span(m).subspan(kHeaderBytes + 1)).ok()) << "short challenge";
 }
 
 TEST(Messages, TruncatedOrPaddedPayloadsAreRejected) {
@@ -130,11 +149,58 @@ TEST(Messages, LeaveNoticeCarriesTheCollectiveCountExactly) {
   EXPECT_FALSE(decodeLeave(longer).ok()) << "padded";
 }
 
-TEST(Secrets, CompareAllBytes) {
-  Secret a{}, b{};
-  EXPECT_TRUE(secretsEqual(a, b));
-  b[31] = 1;
-  EXPECT_FALSE(secretsEqual(a, b));
+// The proofs (auth.h): a sealed message proves the secret without containing it, and
+// any change to the secret, the label, the context or a payload byte is caught.
+Secret testSecret(uint8_t seed) {
+  Secret s;
+  for (size_t i = 0; i < s.size(); ++i) s[i] = uint8_t(seed + i * 13);
+  return s;
+}
+
+std::vector<uint8_t> sealedHello(const Secret& secret, const Nonce& challenge) {
+  Hello h;
+  h.nonce = freshNonce();
+  h.nranks = 4;
+  h.rank = 1;
+  h.info.oob = addr("127.0.0.1:4000");
+  std::vector<uint8_t> m = encodeHello(h);
+  seal(m, secret, ProofLabel::Hello, challenge);
+  return m;
+}
+
+TEST(Proofs, TheSecretNeverCrossesTheWire) {
+  const Secret secret = testSecret(3);
+  const std::vector<uint8_t> m = sealedHello(secret, freshNonce());
+  EXPECT_EQ(std::search(m.begin(), m.end(), secret.begin(), secret.end()), m.end());
+  // Nor half of it, anywhere.
+  EXPECT_EQ(std::search(m.begin(), m.end(), secret.begin(), secret.begin() + 16), m.end());
+  EXPECT_EQ(std::search(m.begin(), m.end(), secret.begin() + 16, secret.end()), m.end());
+}
+
+TEST(Proofs, OnlyTheSameSecretLabelContextAndBytesVerify) {
+  const Secret secret = testSecret(3);
+  const Nonce challenge = freshNonce();
+  const std::vector<uint8_t> m = sealedHello(secret, challenge);
+  const std::span<const uint8_t> payload = std::span(m).subspan(kHeaderBytes);
+  EXPECT_TRUE(verifySealed(payload, secret, ProofLabel::Hello, challenge));
+  EXPECT_FALSE(verifySealed(payload, testSecret(4), ProofLabel::Hello, challenge)) << "another job's secret";
+  EXPECT_FALSE(verifySealed(payload, secret, ProofLabel::PeerHello, challenge)) << "another message kind";
+  EXPECT_FALSE(verifySealed(payload, secret, ProofLabel::Hello, freshNonce())) << "another connection's challenge";
+  for (size_t i = 0; i < payload.size(); ++i) {
+    std::vector<uint8_t> bad(payload.begin(), payload.end());
+    bad[i] ^= 0x01;
+    EXPECT_FALSE(verifySealed(bad, secret, ProofLabel::Hello, challenge)) << "byte " << i;
+  }
+  EXPECT_FALSE(verifySealed(payload.first(kProofBytes - 1), secret, ProofLabel::Hello, challenge));
+}
+
+TEST(Proofs, FreshNoncesDifferAndAReplayGuardAdmitsEachOnce) {
+  const Nonce a = freshNonce(), b = freshNonce();
+  EXPECT_NE(a, b);
+  ReplayGuard g;
+  EXPECT_TRUE(g.firstUse(a));
+  EXPECT_TRUE(g.firstUse(b));
+  EXPECT_FALSE(g.firstUse(a));
 }
 
 TEST(SockAddr, ParseRejectsGarbage) {
