@@ -12,3 +12,5 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 # Tests that launch many ranks share the cores with each other; run them one at a time.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -LE "multiproc|coll"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j 1 -L "multiproc|coll"
+# The bootstrap's wire parsers under libFuzzer with ASan and UBSan, 10 s per target.
+scripts/fuzz.sh 10

@@ -85,7 +85,7 @@ bool SockAddr::sameHost(const SockAddr& o) const {
   return false;
 }
 
-Result<SockAddr> SockAddr::parse(const std::string& text) {
+Result<SockAddr> SockAddr::parse(const std::string& text, bool numericOnly) {
   std::string host, port;
   if (!text.empty() && text[0] == '[') {
     size_t close = text.find(']');
@@ -107,6 +107,7 @@ Result<SockAddr> SockAddr::parse(const std::string& text) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  if (numericOnly) hints.ai_flags = AI_NUMERICHOST;
   addrinfo* res = nullptr;
   int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
   if (rc != 0 || !res)

@@ -29,8 +29,9 @@ struct SockAddr {
   void setPort(uint16_t port);
   std::string toString() const;  // "1.2.3.4:567" or "[::1]:567"
   bool sameHost(const SockAddr& other) const;  // equal IP, any port
-  // Parses "host:port", "[v6]:port" or "v6:port"; resolves names with getaddrinfo.
-  static Result<SockAddr> parse(const std::string& text);
+  // Parses "host:port", "[v6]:port" or "v6:port"; resolves names with getaddrinfo, or with
+  // `numericOnly` refuses them without asking a resolver.
+  static Result<SockAddr> parse(const std::string& text, bool numericOnly = false);
 };
 
 // The address bootstrap listeners bind to: NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY rules,
