@@ -2,9 +2,11 @@
 
 #include <poll.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -103,7 +105,71 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueId& id, int rank,
   b->nonce_ = table.commNonce;
   b->peers_ = std::move(table.peers);
   TEMPO_TRY(b->connectRing(deadline));
+  TEMPO_TRY(b->startHeartbeats(deadline));
   return b;
+}
+
+Bootstrap::~Bootstrap() { stopHeartbeats(); }
+
+Status Bootstrap::startHeartbeats(Deadline deadline) {
+  if (nranks_ == 1) return Status::Success;
+  // Same order as the ring: connect forward, then accept from behind, so no rank waits on
+  // one that waits on it.
+  const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+  TEMPO_ASSIGN(hbNext_, Socket::connect(peers_[size_t(next)].oob, deadline));
+  TEMPO_TRY(sendBytes(hbNext_, peerHello(PeerHello::kHeartbeat), deadline));
+  TEMPO_ASSIGN(hbPrev_, acceptFrom(prev, PeerHello::kHeartbeat, deadline));
+  hbWake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (hbWake_ < 0) return fail(Status::SystemError, "bootstrap: eventfd failed: %s", strerror(errno));
+  const int64_t timeoutNs = std::max<int64_t>(0, param::PeerTimeout()) * 1000000000;
+  const int64_t periodNs = timeoutNs > 0 ? std::min<int64_t>(1000000000, timeoutNs / 4) : 1000000000;
+  hbThread_ = std::thread([this, periodNs, timeoutNs] { heartbeatLoop(periodNs, timeoutNs); });
+  return Status::Success;
+}
+
+void Bootstrap::stopHeartbeats() {
+  if (hbThread_.joinable()) {
+    const uint64_t one = 1;
+    (void)!::write(hbWake_, &one, sizeof one);
+    hbThread_.join();
+  }
+  if (hbWake_ >= 0) ::close(hbWake_);
+  hbWake_ = -1;
+}
+
+// Phases of one pass: send a heartbeat when one is due (never blocking: a successor that
+// does not read is the successor's watcher's business); wait for the predecessor's bytes,
+// the next send or the wake-up; drain what arrived (any byte is a heartbeat); judge. What
+// arrived is always read before the judging, so a process that was itself stopped does not
+// blame its neighbour on waking. A closed connection ends the watching: the ring sockets
+// tell an exit or a clean departure from a failure.
+void Bootstrap::heartbeatLoop(int64_t periodNs, int64_t timeoutNs) {
+  int64_t now = nowNs(), lastHeard = now, nextSend = now;
+  bool watching = true;
+  for (;;) {
+    now = nowNs();
+    if (now >= nextSend) {
+      const char beat = 'h';
+      (void)::send(hbNext_.fd(), &beat, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      nextSend = now + periodNs;
+    }
+    pollfd p[2] = {{hbWake_, POLLIN, 0}, {watching ? hbPrev_.fd() : -1, POLLIN, 0}};
+    const int ms = int(std::max<int64_t>(1, (nextSend - now + 999999) / 1000000));
+    if (::poll(p, 2, ms) < 0 && errno != EINTR) return;
+    if (p[0].revents) return;
+    if (watching && p[1].revents) {
+      char buf[256];
+      ssize_t n;
+      while ((n = ::recv(hbPrev_.fd(), buf, sizeof buf, MSG_DONTWAIT)) > 0) lastHeard = nowNs();
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) watching = false;
+    }
+    if (watching && timeoutNs > 0 && nowNs() - lastHeard > timeoutNs && !prevSilent_.load()) {
+      TEMPO_WARN("bootstrap: rank %d has had no heartbeat from rank %d for %ld s (TEMPO_PEER_TIMEOUT): that "
+                 "process is stopped, hung or unreachable", rank_, (rank_ + nranks_ - 1) % nranks_,
+                 long((nowNs() - lastHeard) / 1000000000));
+      prevSilent_.store(true, std::memory_order_release);
+    }
+  }
 }
 
 std::vector<uint8_t> Bootstrap::peerHello(uint32_t purpose) const {
@@ -174,7 +240,7 @@ Status Bootstrap::allGather(std::span<std::byte> data, size_t blockBytes, Deadli
     size_t sendBlock = size_t((rank_ - s + nranks_) % nranks_);
     size_t recvBlock = size_t((rank_ - s - 1 + nranks_) % nranks_);
     TEMPO_TRY(exchange(next_, data.subspan(sendBlock * blockBytes, blockBytes), prev_,
-                       data.subspan(recvBlock * blockBytes, blockBytes), deadline));
+                       data.subspan(recvBlock * blockBytes, blockBytes), deadline, &prevSilent_));
   }
   return Status::Success;
 }
@@ -243,7 +309,7 @@ Status Bootstrap::pollNotice(std::string* reason) {
 
 void Bootstrap::shutdown() {
   std::lock_guard<std::mutex> lock(ringMu_);
-  for (const Socket* s : {&next_, &prev_, &listener_})
+  for (const Socket* s : {&next_, &prev_, &listener_, &hbNext_, &hbPrev_})
     if (s->valid()) ::shutdown(s->fd(), SHUT_RDWR);
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/bootstrap/auth.h"
@@ -33,6 +34,7 @@ class Bootstrap {
   // rank 0 first starts the root at that address.
   static Result<std::unique_ptr<Bootstrap>> join(const UniqueId& id, int rank, int nranks,
                                                  Deadline deadline);
+  ~Bootstrap();  // stops the heartbeat thread
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -54,6 +56,12 @@ class Bootstrap {
   // (the neighbour exited or aborted). A close is judged only once everything the
   // neighbour sent before it has been read by pollNotice().
   bool neighbourGone() const;
+  // True once the previous rank on the ring has sent no heartbeat for TEMPO_PEER_TIMEOUT
+  // seconds while its heartbeat connection stayed open: its process is stopped, hung in
+  // the kernel, or unreachable (one that exits or aborts closes the connection instead).
+  // Every rank is watched by its successor, so a silent rank is found by one rank, which
+  // fails and tells the others through the ring notices.
+  bool neighbourSilent() const { return prevSilent_.load(std::memory_order_acquire); }
   // A clean departure (announceLeave) by a ring neighbour, as read by pollNotice().
   struct Departure {
     int rank = -1;
@@ -81,6 +89,12 @@ class Bootstrap {
  private:
   Bootstrap() = default;
   Status connectRing(Deadline deadline);
+  // Heartbeats: a connection of their own to each ring neighbour (the ring sockets carry
+  // raw all-gather blocks, which a heartbeat must not interleave with), and a thread that
+  // sends one byte to the successor every period and watches the predecessor's.
+  Status startHeartbeats(Deadline deadline);
+  void heartbeatLoop(int64_t periodNs, int64_t timeoutNs);
+  void stopHeartbeats();
   // Sends one framed message to both ring neighbours (best effort, bounded). The caller
   // holds ringMu_.
   void sendToNeighbours(const std::vector<uint8_t>& frame);
@@ -106,6 +120,10 @@ class Bootstrap {
   // Serialises the ring sockets' users: all-gathers and barriers, notices sent, and polls
   // for notices (which may come from ncclCommGetAsyncError on any thread).
   std::mutex ringMu_;
+  Socket hbNext_, hbPrev_;          // heartbeat connections (none with one rank)
+  int hbWake_ = -1;                 // eventfd that ends the heartbeat thread
+  std::thread hbThread_;
+  std::atomic<bool> prevSilent_{false};
 };
 
 }  // namespace tempo::bootstrap

@@ -326,9 +326,11 @@ bool Socket::peerClosed() const {
 }
 
 Status exchange(const Socket& tx, std::span<const std::byte> out, const Socket& rx,
-                std::span<std::byte> in, Deadline deadline) {
+                std::span<std::byte> in, Deadline deadline, const std::atomic<bool>* abandon) {
   size_t sent = 0, got = 0;
   while (sent < out.size() || got < in.size()) {
+    if (abandon && abandon->load(std::memory_order_acquire))
+      return fail(Status::RemoteError, "bootstrap: a ring neighbour stopped responding (no heartbeat)");
     pollfd p[2];
     int np = 0, txi = -1, rxi = -1;
     if (sent < out.size()) { txi = np; p[np++] = {tx.fd(), POLLOUT, 0}; }

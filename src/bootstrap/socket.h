@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -76,8 +77,9 @@ class Socket {
 };
 
 // Sends `out` on `tx` while receiving `in` on `rx`, progressing both so that a ring of
-// ranks exchanging large blocks cannot deadlock on full socket buffers.
+// ranks exchanging large blocks cannot deadlock on full socket buffers. With `abandon`,
+// also gives up (ncclRemoteError) once it turns true, checked at least once a second.
 Status exchange(const Socket& tx, std::span<const std::byte> out, const Socket& rx,
-                std::span<std::byte> in, Deadline deadline);
+                std::span<std::byte> in, Deadline deadline, const std::atomic<bool>* abandon = nullptr);
 
 }  // namespace tempo::bootstrap

@@ -115,7 +115,7 @@ Result<uint64_t> decodeLeave(std::span<const uint8_t> payload);
 std::vector<uint8_t> encodeDirect(std::span<const uint8_t> payload);
 
 struct PeerHello {
-  enum Purpose : uint32_t { kRing = 1, kP2p = 2, kDirect = 3 };
+  enum Purpose : uint32_t { kRing = 1, kP2p = 2, kDirect = 3, kHeartbeat = 4 };
   Nonce nonce{};  // fresh per connection: a listener admits each once
   uint64_t commNonce = 0;
   int32_t from = 0;

@@ -817,6 +817,11 @@ Status Communicator::check(bool closedIsFatal) {
     return fail(Status::Timeout, "rank %d: collective #%lu did not complete within TEMPO_COLL_TIMEOUT=%ld s", rank_,
                 (unsigned long)engine_->activeSeq(), long(collTimeoutNs_ / 1000000000));
   if (!boot_) return Status::Success;
+  if (boot_->neighbourSilent())
+    return fail(Status::RemoteError,
+                "rank %d: rank %d has sent no heartbeat for TEMPO_PEER_TIMEOUT=%ld s (its process is stopped, "
+                "hung or unreachable)",
+                rank_, (rank_ + nranks_ - 1) % nranks_, long(param::PeerTimeout()));
   if (boot_->neighbourGone())
     return fail(Status::RemoteError,
                 "rank %d: a ring neighbour closed its connection (the peer process exited or aborted)", rank_);

@@ -203,7 +203,8 @@ class Communicator : public engine::Liveness {
   // times, and one may be destroyed while the others still receive. It is one only when
   // this rank has issued more collectives than the neighbour did before it left, since
   // those can never complete. With `closedIsFatal`, also fails an op in flight longer than
-  // TEMPO_COLL_TIMEOUT with ncclTimeout. Idle callers pass false.
+  // TEMPO_COLL_TIMEOUT with ncclTimeout, and fails when the ring predecessor has sent no
+  // heartbeat for TEMPO_PEER_TIMEOUT. Idle callers pass false.
   Status check(bool closedIsFatal);
   Status check() override { return check(true); }
   bool abortRequested() const override {

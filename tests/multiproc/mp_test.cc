@@ -224,6 +224,22 @@ TEST(MultiProcessTimeout, CollectiveThatOutlivesTheTimeoutFailsWithNcclTimeout) 
   }
 }
 
+// A rank that stops responding without exiting or closing anything (SIGSTOP) while the
+// others wait for it in a collective: its successor's heartbeat watch finds it, and every
+// survivor's call fails with ncclRemoteError within TEMPO_PEER_TIMEOUT + 2 s, whatever the
+// transport's own timeouts.
+TEST(MultiProcessHeartbeat, RankThatStopsRespondingFailsTheOthersCallWithinThePeerTimeout) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    std::vector<std::string> env = envFor(Case{transport, 3, "", ""}, "stop");
+    env.push_back("TEMPO_PEER_TIMEOUT=2");
+    std::vector<int> codes = runWorkers(3, env, 60);
+    EXPECT_EQ(codes[0], 0) << "rank 0";
+    EXPECT_EQ(codes[1], 0) << "rank 1";
+    EXPECT_EQ(codes[2], 128 + SIGKILL) << "the stopped rank is killed by its own child";
+  }
+}
+
 // reliability.md F6: a rank dies; the survivors' call fails, they shrink the communicator
 // with NCCL_SHRINK_ABORT and carry on, bit-exact, without it.
 TEST(MultiProcessShrink, SurvivorsShrinkAwayADeadRankAndCarryOn) {

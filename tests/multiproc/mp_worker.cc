@@ -23,7 +23,12 @@
 //   timeout with TEMPO_COLL_TIMEOUT=1, the last rank joins an all-reduce 4 s late: the others'
 //           call fails with ncclTimeout after 1-3 s, and so does (or with ncclRemoteError)
 //           the late rank's, which the others told why
+//   stop    the last rank stops its own process (SIGSTOP) instead of joining an all-reduce:
+//           it exits nothing and closes nothing, so only heartbeats can tell. With
+//           TEMPO_PEER_TIMEOUT=T the others' call must fail with ncclRemoteError within
+//           T + 2 s. A child of the stopped rank kills it (SIGKILL) T + 6 s later.
 // Diagnostics go to stderr prefixed with the rank.
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -344,6 +349,30 @@ int timeoutLate(ncclComm_t comm) {
   return r == ncclTimeout && secs >= 0.9 && secs < 3 && why.find("TEMPO_COLL_TIMEOUT") != std::string::npos ? 0 : 1;
 }
 
+int stopMidCollective(ncclComm_t comm) {
+  using Clock = std::chrono::steady_clock;
+  const int peerTimeout = getenv("TEMPO_PEER_TIMEOUT") ? atoi(getenv("TEMPO_PEER_TIMEOUT")) : 30;
+  std::vector<float> buf(1 << 12, 1.0f);
+  if (g_rank == g_size - 1) {
+    const pid_t self = getpid();
+    if (fork() == 0) {
+      sleep(unsigned(peerTimeout + 6));
+      kill(self, SIGKILL);
+      _exit(0);
+    }
+    kill(self, SIGSTOP);
+    return 1;  // not reached: killed while stopped
+  }
+  const auto t0 = Clock::now();
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string why = ncclGetLastError(comm);
+  fprintf(stderr, "[rank %d] all-reduce with rank %d stopped returned %s after %.3f s: %s\n", g_rank, g_size - 1,
+          ncclGetErrorString(r), secs, why.c_str());
+  ncclCommAbort(comm);
+  return r == ncclRemoteError && secs < peerTimeout + 2 ? 0 : 1;
+}
+
 // The last rank dies right after init. The survivors' all-reduce on the parent fails
 // instead of hanging; they shrink it with NCCL_SHRINK_ABORT, excluding the dead rank, and
 // the shrunk communicator runs 200 bit-exact all-reduces.
@@ -399,6 +428,7 @@ int main() {
   if (mode == "shrink") return shrinkAfterDeath(comm);
   if (mode == "leave") return leave(comm);
   if (mode == "timeout") return timeoutLate(comm);
+  if (mode == "stop") return stopMidCollective(comm);
   int failures = mode == "memory"        ? memory(comm, rss0)
                  : mode == "collectives" ? collectives(comm)
                  : mode == "skew"        ? skew(comm)
