@@ -1,6 +1,7 @@
 // The bootstrap under hostile input: connections to the root that send junk, a hello
 // proved with another secret or against another connection's challenge, an oversized
-// length or nothing at all are dropped, and the real ranks still initialise; a peer's
+// length or nothing at all, or come as a flood, are dropped, and the real ranks still
+// initialise; a peer's
 // listener refuses a hello it has admitted before.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -104,6 +105,12 @@ TEST(BootstrapRoot, JunkConnectionsDoNotDisturbTheJob) {
     sendRaw(junk.back(), m);
   }
 
+  // A flood: 200 connections at once, half of them closed at once, half left open and silent.
+  for (int i = 0; i < 200; ++i) {
+    Socket s = connectTo(root);
+    if (i % 2) junk.push_back(std::move(s));
+  }
+
   // The real job.
   ncclComm_t comms[2] = {};
   ncclResult_t res[2];
@@ -114,13 +121,14 @@ TEST(BootstrapRoot, JunkConnectionsDoNotDisturbTheJob) {
   ASSERT_EQ(res[0], ncclSuccess) << ncclGetLastError(nullptr);
   ASSERT_EQ(res[1], ncclSuccess) << ncclGetLastError(nullptr);
 
-  // The dropped connections are closed by the root.
+  // The dropped connections are closed by the root (after the challenge it sent each).
   for (Socket& s : junk) {
-    char c;
+    char buf[256];
     Deadline d = Deadline::afterSeconds(10);
     bool closed = false;
     while (!d.expired() && !closed) {
-      ssize_t n = ::recv(s.fd(), &c, 1, MSG_DONTWAIT);
+      ssize_t n = ::recv(s.fd(), buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) continue;
       closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
       if (!closed) usleep(10000);
     }
