@@ -113,12 +113,7 @@ Bootstrap::~Bootstrap() { stopHeartbeats(); }
 
 Status Bootstrap::startHeartbeats(Deadline deadline) {
   if (nranks_ == 1) return Status::Success;
-  // Same order as the ring: connect forward, then accept from behind, so no rank waits on
-  // one that waits on it.
-  const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
-  TEMPO_ASSIGN(hbNext_, Socket::connect(peers_[size_t(next)].oob, deadline));
-  TEMPO_TRY(sendBytes(hbNext_, peerHello(PeerHello::kHeartbeat), deadline));
-  TEMPO_ASSIGN(hbPrev_, acceptFrom(prev, PeerHello::kHeartbeat, deadline));
+  TEMPO_TRY(linkNeighbours(PeerHello::kHeartbeat, &hbNext_, &hbPrev_, deadline));
   hbWake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (hbWake_ < 0) return fail(Status::SystemError, "bootstrap: eventfd failed: %s", strerror(errno));
   const int64_t timeoutNs = std::max<int64_t>(0, param::PeerTimeout()) * 1000000000;
@@ -183,13 +178,19 @@ std::vector<uint8_t> Bootstrap::peerHello(uint32_t purpose) const {
   return msg;
 }
 
+// Connect forward, then accept from behind: every rank's connect completes in its
+// successor's backlog, so no rank waits on one that waits on it.
+Status Bootstrap::linkNeighbours(uint32_t purpose, Socket* next, Socket* prev, Deadline deadline) {
+  const int nextRank = (rank_ + 1) % nranks_, prevRank = (rank_ + nranks_ - 1) % nranks_;
+  TEMPO_ASSIGN(*next, Socket::connect(peers_[size_t(nextRank)].oob, deadline));
+  TEMPO_TRY(sendBytes(*next, peerHello(purpose), deadline));
+  TEMPO_ASSIGN(*prev, acceptFrom(prevRank, purpose, deadline));
+  return Status::Success;
+}
+
 Status Bootstrap::connectRing(Deadline deadline) {
   if (nranks_ == 1) return Status::Success;
-  int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
-  TEMPO_ASSIGN(next_, Socket::connect(peers_[size_t(next)].oob, deadline));
-  TEMPO_TRY(sendBytes(next_, peerHello(PeerHello::kRing), deadline));
-  TEMPO_ASSIGN(prev_, acceptFrom(prev, PeerHello::kRing, deadline));
-  return Status::Success;
+  return linkNeighbours(PeerHello::kRing, &next_, &prev_, deadline);
 }
 
 Result<Socket> Bootstrap::acceptFrom(int from, uint32_t purpose, Deadline deadline, int* sender) {

@@ -89,6 +89,9 @@ class Bootstrap {
  private:
   Bootstrap() = default;
   Status connectRing(Deadline deadline);
+  // Connects *next to the successor's listener and accepts *prev from the predecessor, both
+  // authenticated for `purpose`.
+  Status linkNeighbours(uint32_t purpose, Socket* next, Socket* prev, Deadline deadline);
   // Heartbeats: a connection of their own to each ring neighbour (the ring sockets carry
   // raw all-gather blocks, which a heartbeat must not interleave with), and a thread that
   // sends one byte to the successor every period and watches the predecessor's.

@@ -260,7 +260,7 @@ struct ReqState {
   size_t moved;    // bytes streamed so far (Data); a split receive: where the Push starts
   uint64_t peerCookie;  // a split receive: the sender's buffer address
   uint32_t pushStatus;  // a split send: 1 if writing the Push part failed
-  // A rendezvous receive whose way is being timed (TEMPO_SHM_CMA=-1):
+  // A rendezvous receive whose way is being timed (Peer::adaptive):
   uint32_t copiedNs;    // time this process spent copying it so far
   int64_t matchedNs;    // when it matched (0: untimed)
   bool busy;            // this process had sends of its own in flight when it matched
@@ -285,7 +285,8 @@ struct Peer {
   pid_t pid = 0;
   ProcessWatch watch;  // another process's only
   bool cma = false;      // messages from this peer may be pulled by cross-memory attach
-  bool adaptive = false; // ... and whether each is, is chosen by timing both (TEMPO_SHM_CMA=-1)
+  bool adaptive = false; // ... and whether each is, is chosen by timing both (TEMPO_SHM_CMA=2,
+                         // or -1 where every local rank has a core)
   ModeChooser modes[2];  // adaptive: the timings, per size class, [1] while we send as well
   uint64_t decidedClasses[2] = {};  // adaptive: size classes whose first choice has been logged
   int64_t lastTimedNs = 0;  // adaptive: when the last timed receive from this peer completed
