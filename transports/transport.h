@@ -34,6 +34,10 @@
 namespace tempo::transport {
 
 inline constexpr int kTagBits = 40;
+// What the transports themselves carry: kTagBits plus the bits a decorating endpoint may
+// add for messages of its own (transports/framed's headers use bit kTagBits). The rest of
+// a 64-bit wire tag names the sending rank (at most 2^23 ranks).
+inline constexpr int kWireTagBits = kTagBits + 1;
 
 // A memory region registered with one endpoint (Endpoint::registerMemory). Destroying it
 // deregisters it; it must outlive every request that names it, and its endpoint must

@@ -17,6 +17,8 @@
 #include "src/topo/dump.h"
 #include "src/topo/locality.h"
 #include "src/tune/tune.h"
+#include "transports/faulty/faulty.h"
+#include "transports/framed/framed.h"
 #include "transports/loopback/loopback.h"
 #include "transports/routed/routed.h"
 #include "transports/shm/shm.h"
@@ -94,6 +96,20 @@ Result<std::unique_ptr<transport::Endpoint>> openEndpoint(Choice c, uint64_t com
 #else
   return fail(Status::InvalidUsage, "this build of Tempo has no libfabric transport (TEMPO_WITH_OFI=OFF)");
 #endif
+}
+
+// The endpoint every data message of `ep` then goes through: faults injected on the wire
+// (TEMPO_FAULT), and above them end-to-end checks that turn every injected fault into a
+// clean error or a bit-exact result (TEMPO_CHECKSUM, forced on under TEMPO_FAULT).
+Result<std::unique_ptr<transport::Endpoint>> decorate(std::unique_ptr<transport::Endpoint> ep, int rank) {
+  TEMPO_ASSIGN(const transport::faulty::Faults faults, transport::faulty::parse(param::Fault()));
+  if (faults.any()) {
+    TEMPO_INFO(log::Init | log::Net, "rank %d: TEMPO_FAULT injects %s on %s", rank, faults.describe().c_str(),
+               ep->name());
+    ep = transport::faulty::create(std::move(ep), faults, rank);
+  }
+  if (faults.any() || param::Checksum() != 0) ep = transport::framed::create(std::move(ep));
+  return ep;
 }
 
 // TEMPO_TRANSPORT=auto's transport for a peer on another host: the one the user's own
@@ -359,6 +375,7 @@ Status Communicator::connectTransports(Deadline deadline) {
       const Nic* nic = place_.nics.empty() ? nullptr : &place_.nics[size_t(rail)];
       TEMPO_ASSIGN(std::unique_ptr<transport::Endpoint> ep,
                    openEndpoint(Choice(ch), commHash_, rank_, nranks_, needed[ch], sameHost, nic));
+      TEMPO_ASSIGN(ep, decorate(std::move(ep), rank_));
       addr = ep->address();
       if (addr.empty() || addr.size() > transport::kMaxAddressBytes)
         return fail(Status::InternalError, "%s address of %zu bytes is empty or too long", ep->name(), addr.size());

@@ -88,6 +88,14 @@ TEMPO_PARAM(UcxNetDevices, "UCX_NET_DEVICES", Str, "",
 TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
             "libfabric shm: 1 copies through shared buffers, 0 uses cross-memory attach; Tempo "
             "defaults to 1 (libfabric: 0) because page pinning made CMA slower on the VMs measured")
+TEMPO_PARAM(Checksum, "TEMPO_CHECKSUM", Int, "0",
+            "1: every data message carries a header with its sequence number, length and CRC-32C, checked "
+            "on receipt; a message that fails the check fails its collective with ncclSystemError on every "
+            "rank. Costs a checksum pass over every byte sent and received; on whenever TEMPO_FAULT is set")
+TEMPO_PARAM(Fault, "TEMPO_FAULT", Str, "",
+            "fault injection, for testing: comma-separated faults applied to every data message a rank "
+            "sends, each a probability or a time: corrupt=P (flip one bit), drop=P, dup=P (deliver twice), "
+            "reorder=P (let later messages overtake it), delay=US, jitter=US (extra uniform delay), seed=N")
 
 // ---- topology ----
 TEMPO_PARAM(TopoFile, "TEMPO_TOPO_FILE", Str, "",

@@ -20,6 +20,8 @@
 
 #include "src/core/clock.h"
 #include "src/core/param.h"
+#include "transports/faulty/faulty.h"
+#include "transports/framed/framed.h"
 #include "transports/loopback/loopback.h"
 #include "transports/routed/routed.h"
 #include "transports/shm/shm.h"
@@ -527,6 +529,23 @@ std::vector<Named> transports() {
                  return routed::create(std::move(small), std::move(large), kTestRoutes);
                }, "its large messages travel over libfabric's tcp;ofi_rxm, which reports nothing when a peer dies"});
 #endif
+  // Every message checked end to end (TEMPO_CHECKSUM=1) keeps the whole contract, over
+  // Tempo's shm, over a wire that is slow and uneven (TEMPO_FAULT=delay=20,jitter=200: per
+  // peer first in, first out), and over the network transports, whose wire tags must carry
+  // the header messages' extra tag bit.
+  for (size_t i = 0, n = t.size(); i < n; ++i) {
+    const std::string& name = t[i].name;
+    if (name != "shm_timed" && name != "ofi_tcp" && name != "ucx_tcp") continue;
+    t.push_back({"framed_" + name, [make = t[i].make](int r, int n, uint64_t comm) -> Result<std::unique_ptr<Endpoint>> {
+                   TEMPO_ASSIGN(auto inner, make(r, n, comm));
+                   return framed::create(std::move(inner));
+                 }, t[i].noPeerFailureDetection});
+  }
+  t.push_back({"framed_slow_wire_shm", [](int r, int n, uint64_t) -> Result<std::unique_ptr<Endpoint>> {
+                 param::overrideForTest(param::Id::ShmCma, "2");
+                 TEMPO_ASSIGN(auto inner, shm::create(r, n, n - 1));
+                 return framed::create(faulty::create(std::move(inner), {.delayNs = 20000, .jitterNs = 200000}, r));
+               }, ""});
   return t;
 }
 

@@ -24,7 +24,7 @@ namespace tempo::transport::ofi {
 namespace {
 
 constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
-constexpr int kRankBits = 64 - kTagBits;
+constexpr int kRankBits = 64 - kWireTagBits;
 static_assert(sizeof(fi_context2) <= sizeof(Request::internal));
 
 template <class T>
@@ -146,7 +146,7 @@ class OfiEndpoint final : public Endpoint {
     return reinterpret_cast<Request*>(static_cast<char*>(ctx) - offsetof(Request, internal));
   }
   static void* context(Request* r) { return r->internal; }
-  uint64_t wireTag(int fromRank, uint64_t tag) const { return (uint64_t(fromRank) << kTagBits) | tag; }
+  uint64_t wireTag(int fromRank, uint64_t tag) const { return (uint64_t(fromRank) << kWireTagBits) | tag; }
   // Posts; if the provider is out of resources, progresses once and retries once, then
   // reports InProgress so the engine can progress other endpoints before trying again.
   template <class Post>

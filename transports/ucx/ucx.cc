@@ -121,7 +121,7 @@ class UcxEndpoint final : public Endpoint {
   // Checks a post to `peer` and fills the parameters every post shares.
   Status prepare(int peer, const char* what, Request* req, ucp_request_param_t* p);
   Status track(Request* r, ucs_status_ptr_t p, int peer, const char* what);
-  uint64_t wireTag(int fromRank, uint64_t tag) const { return (uint64_t(fromRank) << kTagBits) | tag; }
+  uint64_t wireTag(int fromRank, uint64_t tag) const { return (uint64_t(fromRank) << kWireTagBits) | tag; }
   void close();
 
   int rank_;
