@@ -85,7 +85,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueId& id, int rank,
 
   // Rendezvous: the root's challenge, a hello proved against it, then the table of all
   // ranks, proved against our hello's nonce.
-  TEMPO_ASSIGN(Socket root, Socket::connect(id.root, deadline));
+  // From the address we claim: the root checks that the two agree.
+  TEMPO_ASSIGN(Socket root, Socket::connect(id.root, deadline, &oob));
   TEMPO_ASSIGN(std::vector<uint8_t> challengeMsg, recvMessage(root, MsgType::Challenge, kNonceBytes, deadline));
   TEMPO_ASSIGN(Nonce challenge, decodeChallenge(challengeMsg));
   Hello hello;
@@ -182,7 +183,7 @@ std::vector<uint8_t> Bootstrap::peerHello(uint32_t purpose) const {
 // successor's backlog, so no rank waits on one that waits on it.
 Status Bootstrap::linkNeighbours(uint32_t purpose, Socket* next, Socket* prev, Deadline deadline) {
   const int nextRank = (rank_ + 1) % nranks_, prevRank = (rank_ + nranks_ - 1) % nranks_;
-  TEMPO_ASSIGN(*next, Socket::connect(peers_[size_t(nextRank)].oob, deadline));
+  TEMPO_ASSIGN(*next, Socket::connect(peers_[size_t(nextRank)].oob, deadline, &peers_[size_t(rank_)].oob));
   TEMPO_TRY(sendBytes(*next, peerHello(purpose), deadline));
   TEMPO_ASSIGN(*prev, acceptFrom(prevRank, purpose, deadline));
   return Status::Success;
@@ -216,13 +217,21 @@ Result<Socket> Bootstrap::acceptFrom(int from, uint32_t purpose, Deadline deadli
                              addr.toString().c_str());
       continue;
     }
+    // An authenticated hello from another address than the table gives its rank: someone
+    // who holds the secret is speaking for a rank it is not.
+    if (const SockAddr& claimed = peers_[size_t(ph->from)].oob;
+        claimed.family() == addr.family() && !claimed.sameHost(addr)) {
+      TEMPO_WARN_RATELIMITED(1000, "bootstrap: rank %d dropped a connection from %s claiming to be rank %d (at %s)",
+                             rank_, addr.toString().c_str(), ph->from, claimed.toString().c_str());
+      continue;
+    }
     if (sender) *sender = ph->from;
     return std::move(s.value());
   }
 }
 
 Status Bootstrap::sendDirect(int to, std::span<const uint8_t> payload, Deadline deadline) {
-  TEMPO_ASSIGN(Socket s, Socket::connect(peers_[size_t(to)].oob, deadline));
+  TEMPO_ASSIGN(Socket s, Socket::connect(peers_[size_t(to)].oob, deadline, &peers_[size_t(rank_)].oob));
   TEMPO_TRY(sendBytes(s, peerHello(PeerHello::kDirect), deadline));
   return sendBytes(s, encodeDirect(payload), deadline);
 }

@@ -140,7 +140,7 @@ void Root::admit(Pending& p) {
                            p.from.toString().c_str());
     return;
   }
-  char why[160];
+  char why[256];
   if (h->protocol != kProtocolVersion) {
     snprintf(why, sizeof why, "protocol version %u does not match the root's %u", h->protocol, kProtocolVersion);
     return reject(p, Status::InvalidUsage, why);
@@ -163,6 +163,13 @@ void Root::admit(Pending& p) {
   if (h->rank < 0 || h->rank >= nranks_) {
     snprintf(why, sizeof why, "rank %d is outside [0, %d)", h->rank, nranks_);
     return reject(p, Status::InvalidArgument, why);
+  }
+  // Ranks connect from the address they claim (Socket::connect's source): a claim that
+  // the connection contradicts would send the other ranks' traffic elsewhere.
+  if (h->info.oob.family() == p.from.family() && !h->info.oob.sameHost(p.from)) {
+    snprintf(why, sizeof why, "rank %d claims the address %s but connected from %s", h->rank,
+             h->info.oob.toString().c_str(), p.from.toString().c_str());
+    return reject(p, Status::InvalidUsage, why);
   }
   if (rankSock_[size_t(h->rank)].valid()) {
     snprintf(why, sizeof why, "rank %d joined twice", h->rank);

@@ -221,13 +221,20 @@ Result<Socket> Socket::listen(const SockAddr& addr, bool reuse) {
   return s;
 }
 
-Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline) {
+Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline, const SockAddr* source) {
   int64_t backoffUs = 1000;
   for (;;) {
     Socket s(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!s.valid()) return fail(Status::SystemError, "bootstrap: socket() failed: %s", strerror(errno));
     TEMPO_TRY(setNonBlocking(s.fd()));
     tuneStream(s.fd());
+    if (source && source->family() == addr.family()) {
+      SockAddr from = *source;
+      from.setPort(0);
+      if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&from.storage), from.len) != 0)
+        return fail(Status::SystemError, "bootstrap: cannot connect from %s: %s", from.toString().c_str(),
+                    strerror(errno));
+    }
     int rc = ::connect(s.fd(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.len);
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {

@@ -2,7 +2,8 @@
 // proved with another secret or against another connection's challenge, an oversized
 // length or nothing at all, or come as a flood, are dropped, and the real ranks still
 // initialise; a peer's
-// listener refuses a hello it has admitted before.
+// listener refuses a hello it has admitted before; and neither accepts a rank whose
+// connection comes from another address than the one it claims.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -137,6 +138,42 @@ TEST(BootstrapRoot, JunkConnectionsDoNotDisturbTheJob) {
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
+// A hello with the job's secret, properly proved, that claims an address it does not come
+// from: the root refuses it with the reason (rank 0 stays free), and the real job initialises.
+TEST(BootstrapRoot, AClaimedAddressThatIsNotTheSourceIsRefused) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  const SockAddr root = rootOf(id);
+  // A documentation address (TEST-NET-2 or -3) that is not this host's.
+  Result<SockAddr> elsewhere = SockAddr::parse("198.51.100.7:4000", true);
+  if (elsewhere.ok() && elsewhere->sameHost(root)) elsewhere = SockAddr::parse("203.0.113.9:4000", true);
+  ASSERT_TRUE(elsewhere.ok());
+  const std::string claimed = elsewhere->toString();
+  Socket forger = connectTo(root);
+  sendRaw(forger, helloFor(0, 2, elsewhere.value(), decoded(id).secret, challengeOf(forger)));
+  uint8_t header[kHeaderBytes];
+  ASSERT_TRUE(ok(forger.recvAll(std::as_writable_bytes(std::span(header)), Deadline::afterSeconds(5))));
+  Result<Header> h = decodeHeader(std::span<const uint8_t, kHeaderBytes>(header), 4096);
+  ASSERT_TRUE(h.ok());
+  ASSERT_EQ(h->type, MsgType::Error);
+  std::vector<uint8_t> body(h->length);
+  ASSERT_TRUE(ok(forger.recvAll(std::as_writable_bytes(std::span(body)), Deadline::afterSeconds(5))));
+  Result<ErrorReply> e = decodeError(body);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->status, int32_t(Status::InvalidUsage));
+  EXPECT_NE(e->reason.find("rank 0 claims the address " + claimed + " but connected from"), std::string::npos)
+      << e->reason;
+
+  ncclComm_t comms[2] = {};
+  ncclResult_t res[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) ranks.emplace_back([&, r] { res[r] = ncclCommInitRank(&comms[r], 2, id, r); });
+  for (auto& t : ranks) t.join();
+  ASSERT_EQ(res[0], ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_EQ(res[1], ncclSuccess) << ncclGetLastError(nullptr);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
 TEST(BootstrapRoot, WrongRankCountIsRefusedWithAReason) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
@@ -199,6 +236,23 @@ TEST(BootstrapPeers, AHelloAdmittedOnceIsRefusedWhenReplayed) {
   sendRaw(replay, wire);
   Result<std::vector<uint8_t>> again = b[1]->recvDirect(0, 64, Deadline::afterSeconds(2));
   EXPECT_FALSE(again.ok());
+
+  // A fresh hello, properly proved, from another address than rank 0's (one that reaches
+  // this host too: 127.0.0.2) is dropped as well.
+  if (listener.family() == AF_INET) {
+    PeerHello fresh = h;
+    fresh.nonce = freshNonce();
+    std::vector<uint8_t> forged = encodePeerHello(fresh);
+    seal(forged, id.secret, ProofLabel::PeerHello, {});
+    forged.insert(forged.end(), direct.begin(), direct.end());
+    Result<SockAddr> other = SockAddr::parse("127.0.0.2:0", true);
+    ASSERT_TRUE(other.ok());
+    ASSERT_FALSE(other->sameHost(b[0]->peers()[0].oob));
+    Result<Socket> s = Socket::connect(listener, Deadline::afterSeconds(5), &other.value());
+    ASSERT_TRUE(s.ok()) << lastErrorMessage();
+    sendRaw(s.value(), forged);
+    EXPECT_FALSE(b[1]->recvDirect(0, 64, Deadline::afterSeconds(2)).ok()) << "a hello from " << other->toString();
+  }
 
   // A fresh hello from the real rank 0 still gets through.
   std::thread send([&] { EXPECT_TRUE(ok(b[0]->sendDirect(1, payload, Deadline::afterSeconds(5)))); });
