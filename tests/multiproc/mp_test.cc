@@ -240,6 +240,21 @@ TEST(MultiProcessHeartbeat, RankThatStopsRespondingFailsTheOthersCallWithinThePe
   }
 }
 
+// TEMPO_FAULT between processes: flipped bits end every rank's stream of all-reduces with
+// an error and no wrong result; a slow wire whose messages overtake each other leaves the
+// whole stream exact.
+TEST(MultiProcessFaults, CorruptionIsAnErrorOnEveryRankAndASlowWireIsHarmless) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    std::vector<std::string> env = envFor(Case{transport, 3, "", ""}, "faults");
+    env.insert(env.end(), {"TEMPO_FAULT=corrupt=0.01,seed=%r", "TEMPO_MP_EXPECT_ERROR=1"});
+    expectAllSucceed(runWorkers(3, env, 120));
+    env = envFor(Case{transport, 3, "", ""}, "faults");
+    env.push_back("TEMPO_FAULT=delay=10,jitter=100,reorder=0.1,seed=%r");
+    expectAllSucceed(runWorkers(3, env, 120));
+  }
+}
+
 // reliability.md F6: a rank dies; the survivors' call fails, they shrink the communicator
 // with NCCL_SHRINK_ABORT and carry on, bit-exact, without it.
 TEST(MultiProcessShrink, SurvivorsShrinkAwayADeadRankAndCarryOn) {

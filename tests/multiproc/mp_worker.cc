@@ -406,6 +406,31 @@ int shrinkAfterDeath(ncclComm_t comm) {
   return bad ? 1 : 0;
 }
 
+// Under TEMPO_FAULT: 200 all-reduces of 1 Ki to 1 Mi floats, each checked. Passes when
+// every call that returned ncclSuccess was exact and the stream either finished (the
+// faults were harmless) or ended in an error (TEMPO_MP_EXPECT_ERROR=1 requires that).
+int faultStream(ncclComm_t comm) {
+  const bool mustFail = getenv("TEMPO_MP_EXPECT_ERROR") && atoi(getenv("TEMPO_MP_EXPECT_ERROR")) == 1;
+  std::vector<float> in, out;
+  int wrong = 0, done = 0;
+  ncclResult_t r = ncclSuccess;
+  for (int it = 0; it < 200 && r == ncclSuccess; ++it) {
+    const size_t count = size_t(1024) << (it % 11);
+    in.assign(count, float(g_rank + 1 + it % 5));
+    out.assign(count, -1.0f);
+    r = ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+    if (r != ncclSuccess) break;
+    const float want = float(g_size * (g_size + 1) / 2 + g_size * (it % 5));
+    for (size_t i = 0; i < count; ++i) wrong += out[i] != want;
+    ++done;
+  }
+  const std::string why = r == ncclSuccess ? "" : ncclGetLastError(comm);
+  fprintf(stderr, "[rank %d] %d all-reduces exact-checked (%d wrong elements), then %s %s\n", g_rank, done, wrong,
+          ncclGetErrorString(r), why.c_str());
+  ncclCommAbort(comm);
+  return wrong == 0 && (!mustFail || r != ncclSuccess) ? 0 : 1;
+}
+
 }  // namespace
 
 int main() {
@@ -429,6 +454,7 @@ int main() {
   if (mode == "leave") return leave(comm);
   if (mode == "timeout") return timeoutLate(comm);
   if (mode == "stop") return stopMidCollective(comm);
+  if (mode == "faults") return faultStream(comm);
   int failures = mode == "memory"        ? memory(comm, rss0)
                  : mode == "collectives" ? collectives(comm)
                  : mode == "skew"        ? skew(comm)
