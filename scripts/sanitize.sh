@@ -1,24 +1,52 @@
 #!/usr/bin/env bash
-# ASan + UBSan over the unit and transport suites: builds their tests with
-# TEMPO_SANITIZE=address,undefined in SANITIZE_BUILD_DIR (default build-asan) and runs them
-# with leak checking (tests/sanitizer/lsan.supp lists the leaks that are not Tempo's) and
-# UBSan stopping at its first report. Exits non-zero on any report or failure. On this
-# project's 2-core VM: about 8 minutes of build, 1.5 of tests. The multi-process suites are
-# not included yet.
-#   scripts/sanitize.sh
+# Sanitizer runs. Exits non-zero on any report or failure.
+#   scripts/sanitize.sh            ASan + UBSan over the unit and transport suites: builds
+#                                  their tests with TEMPO_SANITIZE=address,undefined in
+#                                  build-asan and runs them with leak checking
+#                                  (tests/sanitizer/lsan.supp lists the leaks that are not
+#                                  Tempo's) and UBSan stopping at its first report. On this
+#                                  project's 2-core VM: about 8 minutes of build, 1.5 of tests.
+#   scripts/sanitize.sh thread     TSan over the suites whose ranks are threads of one process
+#                                  (collectives, nonblocking communicators, abort from another
+#                                  thread, fault injection, the soaks) in build-tsan;
+#                                  tests/sanitizer/tsan.supp lists the races that are not Tempo's.
+# SANITIZE_BUILD_DIR overrides the build directory. The multi-process suites are not included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${SANITIZE_BUILD_DIR:-build-asan}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTEMPO_SANITIZE=address,undefined \
-  -DTEMPO_BUILD_BENCH=OFF > /dev/null
-targets=(reduce_test core_test ring_test plan_test wire_test config_test trace_writer_test tune_test pacing_test
-         diagnose_test clock_test regions_test topo_test transport_test mode_choice_test
-         fuzz_unique_id_replay fuzz_frame_replay fuzz_sockaddr_replay)
+mode=${1:-address}
+case "$mode" in
+  address)
+    build=${SANITIZE_BUILD_DIR:-build-asan}
+    sanitize=address,undefined
+    targets=(reduce_test core_test ring_test plan_test wire_test config_test trace_writer_test tune_test pacing_test
+             diagnose_test clock_test regions_test topo_test transport_test mode_choice_test fault_test
+             fuzz_unique_id_replay fuzz_frame_replay fuzz_sockaddr_replay)
+    # The unit label also holds checks of the installed tools and exports, not built here.
+    labels="unit|transport"
+    exclude="^(tempo_topo_|abi_|install_)"
+    ;;
+  thread)
+    build=${SANITIZE_BUILD_DIR:-build-tsan}
+    sanitize=thread
+    targets=(async_test fault_injection_test mismatch_test soak_test fault_test)
+    labels="coll|transport"
+    exclude="^(tempo_topo_|abi_|install_)|All/Transport|PeerDeath|Routed|NicChoice|OfiShm|ModeChooser"
+    ;;
+  *)
+    echo "usage: scripts/sanitize.sh [address|thread]" >&2
+    exit 2
+    ;;
+esac
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTEMPO_SANITIZE=$sanitize -DTEMPO_BUILD_BENCH=OFF > /dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 # Slow unwinding, so that leak stacks reach through libraries built without frame pointers
 # (the suppressions match frames deep in them).
 export ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0
 export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizer/lsan.supp
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# The unit label also holds checks of the installed tools and exports, not built here.
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L "unit|transport" -E "^(tempo_topo_|abi_|install_)"
+# UCX's memory hooks (libucm) intercept madvise in exiting threads, where TSan's own
+# interceptors crash: TSan runs without them.
+[ "$mode" = thread ] && export UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizer/tsan.supp"
+# ctest knows only the tests of the targets built here (their lists come from the builds).
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L "$labels" -E "$exclude" --timeout 1200

@@ -31,7 +31,7 @@ Result<std::vector<uint8_t>> recvMessage(const Socket& s, MsgType expect, uint32
   if (h.type == MsgType::Error) {
     TEMPO_ASSIGN(ErrorReply e, decodeError(payload));
     Status st = e.status > 0 && e.status <= int(Status::Timeout) ? Status(e.status) : Status::RemoteError;
-    return fail(st, "bootstrap root refused this rank: %s", e.reason.c_str());
+    return fail(st, "bootstrap root: %s", e.reason.c_str());
   }
   if (h.type != expect) return fail(Status::RemoteError, "bootstrap: unexpected message type %u", unsigned(h.type));
   return payload;
@@ -183,9 +183,12 @@ std::vector<uint8_t> Bootstrap::peerHello(uint32_t purpose) const {
 // successor's backlog, so no rank waits on one that waits on it.
 Status Bootstrap::linkNeighbours(uint32_t purpose, Socket* next, Socket* prev, Deadline deadline) {
   const int nextRank = (rank_ + 1) % nranks_, prevRank = (rank_ + nranks_ - 1) % nranks_;
-  TEMPO_ASSIGN(*next, Socket::connect(peers_[size_t(nextRank)].oob, deadline, &peers_[size_t(rank_)].oob));
+  // Every rank in the table listened before it joined: a refusal means it is gone.
+  TEMPO_ASSIGN(*next, Socket::connect(peers_[size_t(nextRank)].oob, deadline, &peers_[size_t(rank_)].oob, true));
   TEMPO_TRY(sendBytes(*next, peerHello(purpose), deadline));
-  TEMPO_ASSIGN(*prev, acceptFrom(prevRank, purpose, deadline));
+  // A predecessor that has not connected within TEMPO_PEER_TIMEOUT is as silent as one
+  // that stopped sending heartbeats.
+  TEMPO_ASSIGN(*prev, acceptFrom(prevRank, purpose, deadline.within(param::PeerTimeout() * 1000000000)));
   return Status::Success;
 }
 
@@ -203,7 +206,10 @@ Result<Socket> Bootstrap::acceptFrom(int from, uint32_t purpose, Deadline deadli
       if (s.status() == Status::Timeout && from < 0)
         return fail(Status::SystemError, "bootstrap: rank %d timed out waiting for a peer to connect", rank_);
       if (s.status() == Status::Timeout)
-        return fail(Status::SystemError, "bootstrap: rank %d timed out waiting for rank %d to connect", rank_, from);
+        return fail(Status::SystemError,
+                    "bootstrap: rank %d timed out waiting for rank %d to connect (within TEMPO_PEER_TIMEOUT=%ld s and "
+                    "the init deadline: its process exited or hangs?)",
+                    rank_, from, long(param::PeerTimeout()));
       return s.status();
     }
     Deadline hs = Deadline::after(handshakeNs);
@@ -231,7 +237,7 @@ Result<Socket> Bootstrap::acceptFrom(int from, uint32_t purpose, Deadline deadli
 }
 
 Status Bootstrap::sendDirect(int to, std::span<const uint8_t> payload, Deadline deadline) {
-  TEMPO_ASSIGN(Socket s, Socket::connect(peers_[size_t(to)].oob, deadline, &peers_[size_t(rank_)].oob));
+  TEMPO_ASSIGN(Socket s, Socket::connect(peers_[size_t(to)].oob, deadline, &peers_[size_t(rank_)].oob, true));
   TEMPO_TRY(sendBytes(s, peerHello(PeerHello::kDirect), deadline));
   return sendBytes(s, encodeDirect(payload), deadline);
 }

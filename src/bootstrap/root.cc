@@ -38,6 +38,10 @@ class Root {
   void admit(Pending& p);
   void reject(Pending& p, Status s, const std::string& reason);
   void sendTable();
+  // The admitted rank on `fd` closed its connection: tells every other admitted rank, and
+  // from then on every rank that joins, why the job cannot form, so that their inits fail
+  // with the reason instead of waiting for TEMPO_INIT_TIMEOUT.
+  void abandonJob(int fd);
 
   Socket listener_;
   Secret secret_;
@@ -47,6 +51,7 @@ class Root {
   std::vector<Socket> rankSock_;
   std::vector<PeerInfo> peers_;
   std::vector<Nonce> rankNonce_;  // each rank's hello nonce, which its table is proved against
+  std::string failed_;  // why the job can no longer form (empty: it still can)
   Deadline handshake_ = Deadline::never();
   int64_t handshakeNs_ = 0;
 };
@@ -64,13 +69,23 @@ void Root::run() {
     fds.clear();
     fds.push_back({listener_.fd(), POLLIN, 0});
     for (auto& p : pending_) fds.push_back({p->sock.fd(), POLLIN, 0});
+    // Admitted ranks send nothing more until their table: a readable connection is one
+    // whose process went away (or misbehaves), and the job can no longer form.
+    const size_t admittedAt = fds.size();
+    for (const Socket& r : rankSock_)
+      if (r.valid()) fds.push_back({r.fd(), POLLIN, 0});
     int rc = ::poll(fds.data(), fds.size(), 100);
     if (rc < 0 && errno != EINTR) {
       TEMPO_WARN("bootstrap root: poll failed: %s", strerror(errno));
       return;
     }
+    for (size_t i = admittedAt; i < fds.size(); ++i)
+      if (fds[i].revents) {
+        abandonJob(fds[i].fd);
+        break;
+      }
     // Service the connections polled above; ones accepted just now wait for the next round.
-    size_t polled = fds.size() - 1;
+    size_t polled = admittedAt - 1;
     if (fds[0].revents) acceptAll();
     std::vector<std::unique_ptr<Pending>> still;
     still.reserve(pending_.size());
@@ -86,7 +101,7 @@ void Root::run() {
     }
     pending_.swap(still);
   }
-  sendTable();
+  if (failed_.empty()) sendTable();
 }
 
 void Root::acceptAll() {
@@ -171,6 +186,11 @@ void Root::admit(Pending& p) {
              h->info.oob.toString().c_str(), p.from.toString().c_str());
     return reject(p, Status::InvalidUsage, why);
   }
+  if (!failed_.empty()) {  // the job can no longer form: say why, and count the rank told
+    reject(p, Status::RemoteError, failed_);
+    ++joined_;
+    return;
+  }
   if (rankSock_[size_t(h->rank)].valid()) {
     snprintf(why, sizeof why, "rank %d joined twice", h->rank);
     return reject(p, Status::InvalidUsage, why);
@@ -180,6 +200,22 @@ void Root::admit(Pending& p) {
   rankNonce_[size_t(h->rank)] = h->nonce;
   ++joined_;
   TEMPO_TRACE(log::Bootstrap, "bootstrap root: rank %d joined (%d/%d)", h->rank, joined_, nranks_);
+}
+
+void Root::abandonJob(int fd) {
+  int gone = -1;
+  for (size_t r = 0; r < rankSock_.size(); ++r)
+    if (rankSock_[r].fd() == fd) gone = int(r);
+  char why[160];
+  snprintf(why, sizeof why, "rank %d closed its connection to the bootstrap root during init (its process exited?)",
+           gone);
+  TEMPO_WARN("bootstrap root: %s; ending the job's init (%d of %d ranks had joined)", why, joined_, nranks_);
+  failed_ = why;
+  const std::vector<uint8_t> msg = encodeError({int32_t(Status::RemoteError), why});
+  for (Socket& r : rankSock_) {
+    if (r.valid() && r.fd() != fd) (void)r.sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
+    r.close();
+  }
 }
 
 void Root::sendTable() {

@@ -221,7 +221,7 @@ Result<Socket> Socket::listen(const SockAddr& addr, bool reuse) {
   return s;
 }
 
-Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline, const SockAddr* source) {
+Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline, const SockAddr* source, bool refusedIsFinal) {
   int64_t backoffUs = 1000;
   for (;;) {
     Socket s(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -248,6 +248,9 @@ Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline, const So
       }
     }
     if (err == 0) return s;
+    if (err == ECONNREFUSED && refusedIsFinal)
+      return fail(Status::RemoteError, "bootstrap: %s refused the connection: the peer's listener is gone (its process "
+                  "exited?)", addr.toString().c_str());
     bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ECONNRESET || err == EAGAIN;
     if (!retry || deadline.expired())
       return fail(Status::SystemError, "bootstrap: cannot connect to %s: %s", addr.toString().c_str(), strerror(err));

@@ -60,9 +60,11 @@ class Socket {
   // NCCL_COMM_ID port can be reused after a previous job.
   static Result<Socket> listen(const SockAddr& addr, bool reuse);
   // Connects, retrying refused connections until the deadline (the peer may not be
-  // listening yet). With `source` (of addr's family; its port is ignored), the connection
+  // listening yet) unless `refusedIsFinal` (a peer known to have been listening that now
+  // refuses is gone). With `source` (of addr's family; its port is ignored), the connection
   // leaves from that address, so that the peer sees the one this process claims as its own.
-  static Result<Socket> connect(const SockAddr& addr, Deadline deadline, const SockAddr* source = nullptr);
+  static Result<Socket> connect(const SockAddr& addr, Deadline deadline, const SockAddr* source = nullptr,
+                                bool refusedIsFinal = false);
   // Accepts one connection, waiting until the deadline (Status::Timeout when it passes).
   // The accepted socket is nonblocking, with TCP_NODELAY and keepalive set.
   Result<Socket> accept(Deadline deadline, SockAddr* peer = nullptr) const;

@@ -36,13 +36,14 @@ class AsyncWorker {
     if (thread_.joinable()) thread_.join();
   }
 
-  // Runs `job` on the worker thread, after the jobs posted before it.
+  // Runs `job` on the worker thread, after the jobs posted before it. Notifies under the
+  // lock: the job may finish, and its owner destroy this worker, as soon as the lock is
+  // released, and a notify after that would touch a destroyed condition variable (found
+  // by TSan when a parent's worker posted its nonblocking child's init).
   void post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      jobs_.push_back(std::move(job));
-      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     cv_.notify_all();
   }
 

@@ -2,6 +2,7 @@
 // bootstrap deadlines and pacing can be compared.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <ctime>
@@ -29,6 +30,12 @@ class Deadline {
   Deadline cancelledBy(const std::atomic<bool>* flag) const {
     Deadline d = *this;
     d.cancel_ = flag;
+    return d;
+  }
+  // This deadline, or `ns` from now if that is sooner (the cancel flag kept).
+  Deadline within(int64_t ns) const {
+    Deadline d = *this;
+    d.at_ = std::min(at_, nowNs() + ns);
     return d;
   }
   bool cancelled() const { return cancel_ && cancel_->load(std::memory_order_acquire); }

@@ -174,6 +174,68 @@ TEST(BootstrapRoot, AClaimedAddressThatIsNotTheSourceIsRefused) {
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
+// Ranks 0 and 2 of 3 join for real; rank 1 is a connection that proves the secret and then
+// goes away, as a process that dies during init. `rank1First`: it joins and dies before the
+// others join (the root has no table yet); otherwise it joins last, so the table goes out,
+// and dies before connecting to anyone. Returns each real rank's status and error.
+struct InitOutcome {
+  Status status[2] = {Status::Success, Status::Success};
+  std::string why[2];
+};
+InitOutcome initWithARankThatDies(bool rank1First) {
+  ncclUniqueId nid;
+  EXPECT_EQ(ncclGetUniqueId(&nid), ncclSuccess);
+  const UniqueId id = decoded(nid);
+  param::overrideForTest(param::Id::InitTimeout, "120");
+  param::overrideForTest(param::Id::PeerTimeout, "2");
+  InitOutcome o;
+  auto dyingRank = [&] {
+    Socket dying = connectTo(id.root);
+    sendRaw(dying, helloFor(1, 3, id.root, id.secret, challengeOf(dying)));
+    usleep(300000);  // admitted (and, joining last, sent the table)
+  };
+  if (rank1First) dyingRank();
+  std::vector<std::thread> ranks;
+  for (int r : {0, 2})
+    ranks.emplace_back([&, r] {
+      Result<std::unique_ptr<Bootstrap>> j = Bootstrap::join(id, r, 3, Deadline::afterSeconds(120));
+      o.status[r / 2] = j.status();
+      o.why[r / 2] = lastErrorMessage();
+    });
+  if (!rank1First) {
+    usleep(300000);  // ranks 0 and 2 have joined
+    dyingRank();
+  }
+  for (auto& t : ranks) t.join();
+  param::overrideForTest(param::Id::InitTimeout, nullptr);
+  param::overrideForTest(param::Id::PeerTimeout, nullptr);
+  return o;
+}
+
+// Before the table: the root sees the connection close and tells every rank that joins,
+// whose init fails with the reason at once instead of at TEMPO_INIT_TIMEOUT (120 s here).
+TEST(BootstrapRoot, ARankThatDiesBeforeTheTableFailsTheOthersInit) {
+  const InitOutcome o = initWithARankThatDies(true);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(o.status[i], Status::RemoteError) << "rank " << i * 2 << ": " << o.why[i];
+    EXPECT_NE(o.why[i].find("rank 1 closed its connection to the bootstrap root during init"), std::string::npos)
+        << o.why[i];
+  }
+}
+
+// After the table: its ring predecessor's connection is refused (its listener is gone) and
+// its successor waits for it no longer than TEMPO_PEER_TIMEOUT (2 s here), not the 120 s
+// init deadline.
+TEST(BootstrapRoot, ARankThatDiesAfterTheTableFailsItsRingNeighboursInit) {
+  const InitOutcome o = initWithARankThatDies(false);
+  EXPECT_EQ(o.status[0], Status::RemoteError) << o.why[0];
+  EXPECT_NE(o.why[0].find("refused the connection: the peer's listener is gone"), std::string::npos) << o.why[0];
+  EXPECT_EQ(o.status[1], Status::SystemError) << o.why[1];
+  EXPECT_NE(o.why[1].find("rank 2 timed out waiting for rank 1 to connect (within TEMPO_PEER_TIMEOUT=2 s"),
+            std::string::npos)
+      << o.why[1];
+}
+
 TEST(BootstrapRoot, WrongRankCountIsRefusedWithAReason) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);

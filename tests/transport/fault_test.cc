@@ -47,10 +47,11 @@ TEST(Crc32c, MatchesThePublishedCheckValues) {
 
 TEST(Crc32c, AnyLengthAndAlignmentAndContinuationAgreeWithTheDefinition) {
   std::mt19937 rng(7);
-  std::vector<unsigned char> buf(4099);
+  std::vector<unsigned char> buf(100000);
   for (auto& c : buf) c = static_cast<unsigned char>(rng());
+  // Lengths around the three-stream blocks (3 x 256 and 3 x 8,192 bytes) and past them.
   for (size_t off : {0, 1, 3, 7}) {
-    for (size_t n : {0, 1, 7, 8, 9, 63, 64, 65, 1000, 4091}) {
+    for (size_t n : {0, 1, 7, 8, 9, 63, 64, 65, 767, 768, 769, 1000, 4091, 24575, 24576, 24583, 99993}) {
       const unsigned char* p = buf.data() + off;
       ASSERT_EQ(crc32c(p, n), referenceCrc(p, n)) << "offset " << off << ", " << n << " bytes";
       for (size_t split : {size_t(0), n / 3, n}) {
