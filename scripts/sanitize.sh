@@ -5,7 +5,7 @@
 #                                  build-asan and runs them with leak checking
 #                                  (tests/sanitizer/lsan.supp lists the leaks that are not
 #                                  Tempo's) and UBSan stopping at its first report. On this
-#                                  project's 2-core VM: about 8 minutes of build, 1.5 of tests.
+#                                  project's 2-core VM: about 11.5 minutes of build, 6.5 of tests.
 #   scripts/sanitize.sh thread     TSan over the suites whose ranks are threads of one process
 #                                  (collectives, nonblocking communicators, abort from another
 #                                  thread, fault injection, the soaks) in build-tsan;

@@ -134,6 +134,25 @@ class Wire : public ::testing::Test {
     return false;
   }
 
+  // Posts every message of `out` from rank 0 and a receive of the same length at rank 1,
+  // message i on tag tagOf(i), and drives them all to completion; returns the receives'
+  // requests (`in` holds what they got).
+  std::vector<Request> exchangeAll(const std::vector<std::vector<uint8_t>>& out, std::vector<std::vector<uint8_t>>& in,
+                                   const std::function<uint64_t(size_t)>& tagOf) {
+    std::vector<Request> s(out.size()), r(out.size());
+    std::vector<Request*> all;
+    in.clear();
+    for (size_t i = 0; i < out.size(); ++i) {
+      in.emplace_back(out[i].size());
+      EXPECT_EQ(tx_->isend(1, tagOf(i), out[i].data(), out[i].size(), &s[i]), Status::Success);
+      EXPECT_EQ(rx_->irecv(0, tagOf(i), in[i].data(), in[i].size(), &r[i]), Status::Success);
+      all.push_back(&s[i]);
+      all.push_back(&r[i]);
+    }
+    EXPECT_TRUE(drive(all));
+    return r;
+  }
+
   static std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
     std::vector<uint8_t> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = uint8_t(seed + i * 7);
@@ -294,19 +313,9 @@ TEST_F(Wire, ReorderingAcrossTagsIsHarmless) {
   open(faultyFramed({.reorder = 0.5, .seed = 3}), framedOver);
   constexpr int kMessages = 100;
   std::vector<std::vector<uint8_t>> out, in;
-  for (int i = 0; i < kMessages; ++i) {
-    out.push_back(pattern(size_t(64 + i * 37), uint8_t(i)));
-    in.emplace_back(out.back().size());
-  }
-  std::vector<Request> s(kMessages), r(kMessages);
-  std::vector<Request*> all;
-  for (int i = 0; i < kMessages; ++i) {
-    ASSERT_EQ(tx_->isend(1, uint64_t(i), out[size_t(i)].data(), out[size_t(i)].size(), &s[size_t(i)]), Status::Success);
-    ASSERT_EQ(rx_->irecv(0, uint64_t(i), in[size_t(i)].data(), in[size_t(i)].size(), &r[size_t(i)]), Status::Success);
-    all.push_back(&s[size_t(i)]);
-    all.push_back(&r[size_t(i)]);
-  }
-  ASSERT_TRUE(drive(all));
+  for (int i = 0; i < kMessages; ++i) out.push_back(pattern(size_t(64 + i * 37), uint8_t(i)));
+  const std::vector<Request> r = exchangeAll(out, in, [](size_t i) { return uint64_t(i); });
+  ASSERT_FALSE(HasFailure()) << "every message posted and done";
   for (int i = 0; i < kMessages; ++i) {
     EXPECT_EQ(r[size_t(i)].status, Status::Success) << "message " << i << ": " << lastErrorMessage();
     EXPECT_EQ(in[size_t(i)], out[size_t(i)]) << "message " << i;
@@ -322,19 +331,9 @@ TEST_F(Wire, ReorderingWithinATagDeliversWholeMessagesOrErrors) {
   open(faultyFramed({.reorder = 0.3, .seed = 5}), framedOver);
   constexpr int kMessages = 100;
   std::vector<std::vector<uint8_t>> out, in;
-  for (int i = 0; i < kMessages; ++i) {
-    out.push_back(pattern(256, uint8_t(i)));
-    in.emplace_back(256);
-  }
-  std::vector<Request> s(kMessages), r(kMessages);
-  std::vector<Request*> all;
-  for (int i = 0; i < kMessages; ++i) {
-    ASSERT_EQ(tx_->isend(1, 9, out[size_t(i)].data(), 256, &s[size_t(i)]), Status::Success);
-    ASSERT_EQ(rx_->irecv(0, 9, in[size_t(i)].data(), 256, &r[size_t(i)]), Status::Success);
-    all.push_back(&s[size_t(i)]);
-    all.push_back(&r[size_t(i)]);
-  }
-  ASSERT_TRUE(drive(all));
+  for (int i = 0; i < kMessages; ++i) out.push_back(pattern(256, uint8_t(i)));
+  const std::vector<Request> r = exchangeAll(out, in, [](size_t) { return uint64_t(9); });
+  ASSERT_FALSE(HasFailure()) << "every message posted and done";
   int displaced = 0;
   for (int i = 0; i < kMessages; ++i) {
     if (r[size_t(i)].status != Status::Success) {
