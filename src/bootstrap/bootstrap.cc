@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "src/bootstrap/auth.h"
+#include "src/bootstrap/liveness.h"
 #include "src/bootstrap/root.h"
 #include "src/core/host.h"
 #include "src/core/log.h"
@@ -19,22 +20,77 @@
 namespace tempo::bootstrap {
 namespace {
 
-// Reads one framed message of the expected type (an Error reply is decoded and
-// returned as its status), bounded by `maxLength`.
-Result<std::vector<uint8_t>> recvMessage(const Socket& s, MsgType expect, uint32_t maxLength,
-                                         Deadline deadline) {
+struct Message {
+  MsgType type;
+  std::vector<uint8_t> payload;
+};
+
+// Reads one framed message of any type, bounded by `maxLength`; an Error reply is decoded
+// and returned as its status.
+Result<Message> recvAny(const Socket& s, uint32_t maxLength, Deadline deadline) {
   uint8_t hdr[kHeaderBytes];
   TEMPO_TRY(s.recvAll(std::as_writable_bytes(std::span(hdr)), deadline));
   TEMPO_ASSIGN(Header h, decodeHeader(std::span<const uint8_t, kHeaderBytes>(hdr), maxLength));
-  std::vector<uint8_t> payload(h.length);
-  TEMPO_TRY(s.recvAll(std::as_writable_bytes(std::span(payload)), deadline));
+  Message m{h.type, std::vector<uint8_t>(h.length)};
+  TEMPO_TRY(s.recvAll(std::as_writable_bytes(std::span(m.payload)), deadline));
   if (h.type == MsgType::Error) {
-    TEMPO_ASSIGN(ErrorReply e, decodeError(payload));
+    TEMPO_ASSIGN(ErrorReply e, decodeError(m.payload));
     Status st = e.status > 0 && e.status <= int(Status::Timeout) ? Status(e.status) : Status::RemoteError;
     return fail(st, "bootstrap root: %s", e.reason.c_str());
   }
-  if (h.type != expect) return fail(Status::RemoteError, "bootstrap: unexpected message type %u", unsigned(h.type));
-  return payload;
+  return m;
+}
+
+Status unexpected(MsgType type) {
+  return fail(Status::RemoteError, "bootstrap: unexpected message type %u", unsigned(type));
+}
+
+// Reads one framed message of the expected type.
+Result<std::vector<uint8_t>> recvMessage(const Socket& s, MsgType expect, uint32_t maxLength,
+                                         Deadline deadline) {
+  TEMPO_ASSIGN(Message m, recvAny(s, maxLength, deadline));
+  if (m.type != expect) return unexpected(m.type);
+  return std::move(m.payload);
+}
+
+// Waits for the root's table while proving this rank alive to the root (which ends the
+// job when an admitted rank falls silent) and judging the root's keepalives in turn: a
+// root silent for TEMPO_PEER_TIMEOUT is stopped or hung, and waiting on for the init
+// deadline would only delay the error. Phases of one pass: beat when due; wait for the
+// root's bytes, the next beat or the deadline; read whole messages (a keepalive marks
+// the root alive; the table, or an Error reply, ends the wait); judge.
+Result<std::vector<uint8_t>> awaitTable(const Socket& root, const SockAddr& rootAddr, int rank,
+                                        uint32_t maxTable, Deadline deadline) {
+  const int64_t timeoutNs = peerTimeoutNs(), periodNs = beatPeriodNs(timeoutNs);
+  const std::vector<uint8_t> beat = encodeKeepalive();
+  int64_t heard = nowNs(), nextBeat = heard;
+  for (;;) {
+    int64_t now = nowNs();
+    if (now >= nextBeat) {  // a few bytes; a root that does not read them is judged below
+      (void)::send(root.fd(), beat.data(), beat.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      nextBeat = now + periodNs;
+    }
+    pollfd p{root.fd(), POLLIN, 0};
+    const int ms = int(std::min<int64_t>(deadline.remainingMs(), std::max<int64_t>(1, (nextBeat - now + 999999) / 1000000)));
+    if (::poll(&p, 1, ms) < 0 && errno != EINTR)
+      return fail(Status::SystemError, "bootstrap: poll failed: %s", strerror(errno));
+    if (p.revents) {
+      TEMPO_ASSIGN(Message m, recvAny(root, maxTable, timeoutNs > 0 ? deadline.within(timeoutNs) : deadline));
+      if (m.type == MsgType::Table) return std::move(m.payload);
+      if (m.type != MsgType::Keepalive) return unexpected(m.type);
+      heard = nowNs();
+      continue;
+    }
+    if (timeoutNs > 0 && nowNs() - heard > timeoutNs)
+      return fail(Status::RemoteError,
+                  "bootstrap: rank %d has heard nothing from the root at %s for %ld s (TEMPO_PEER_TIMEOUT) while "
+                  "waiting for the other ranks to join: the root's process is stopped, hung or unreachable",
+                  rank, rootAddr.toString().c_str(), long((nowNs() - heard) / 1000000000));
+    if (deadline.expired())
+      return fail(Status::SystemError,
+                  "bootstrap: rank %d timed out waiting for the other ranks to join (the init deadline, "
+                  "TEMPO_INIT_TIMEOUT=%ld s)", rank, long(param::InitTimeout()));
+  }
 }
 
 Status sendBytes(const Socket& s, const std::vector<uint8_t>& msg, Deadline deadline) {
@@ -87,8 +143,18 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueId& id, int rank,
   // ranks, proved against our hello's nonce.
   // From the address we claim: the root checks that the two agree.
   TEMPO_ASSIGN(Socket root, Socket::connect(id.root, deadline, &oob));
-  TEMPO_ASSIGN(std::vector<uint8_t> challengeMsg, recvMessage(root, MsgType::Challenge, kNonceBytes, deadline));
-  TEMPO_ASSIGN(Nonce challenge, decodeChallenge(challengeMsg));
+  // The root sends its challenge on accepting: a connection the kernel completed for a root
+  // whose process is stopped or hung gets none.
+  const int64_t timeoutNs = peerTimeoutNs();
+  const Deadline challengeBy = timeoutNs > 0 ? deadline.within(timeoutNs) : deadline;
+  Result<std::vector<uint8_t>> challengeMsg = recvMessage(root, MsgType::Challenge, kNonceBytes, challengeBy);
+  if (!challengeMsg.ok() && challengeBy.expired() && !deadline.expired())
+    return fail(Status::RemoteError,
+                "bootstrap: rank %d got no challenge from the root at %s within %ld s (TEMPO_PEER_TIMEOUT) of "
+                "connecting: the root's process is stopped, hung or unreachable",
+                rank, id.root.toString().c_str(), long(param::PeerTimeout()));
+  TEMPO_TRY(challengeMsg.status());
+  TEMPO_ASSIGN(Nonce challenge, decodeChallenge(*challengeMsg));
   Hello hello;
   hello.nonce = freshNonce();
   hello.nranks = nranks;
@@ -98,7 +164,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueId& id, int rank,
   seal(helloMsg, b->secret_, ProofLabel::Hello, challenge);
   TEMPO_TRY(sendBytes(root, helloMsg, deadline));
   uint32_t maxTable = uint32_t(64 + size_t(nranks) * 128 + kProofBytes);
-  TEMPO_ASSIGN(std::vector<uint8_t> payload, recvMessage(root, MsgType::Table, maxTable, deadline));
+  TEMPO_ASSIGN(std::vector<uint8_t> payload, awaitTable(root, id.root, rank, maxTable, deadline));
+  root.close();  // the root lingers until this end closes, so that no keepalive is left unread
   if (!verifySealed(payload, b->secret_, ProofLabel::Table, hello.nonce))
     return fail(Status::SystemError, "bootstrap: the rank table from %s is not proved with this job's secret "
                 "(another job's root, or a forgery)", id.root.toString().c_str());
@@ -117,8 +184,7 @@ Status Bootstrap::startHeartbeats(Deadline deadline) {
   TEMPO_TRY(linkNeighbours(PeerHello::kHeartbeat, &hbNext_, &hbPrev_, deadline));
   hbWake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (hbWake_ < 0) return fail(Status::SystemError, "bootstrap: eventfd failed: %s", strerror(errno));
-  const int64_t timeoutNs = std::max<int64_t>(0, param::PeerTimeout()) * 1000000000;
-  const int64_t periodNs = timeoutNs > 0 ? std::min<int64_t>(1000000000, timeoutNs / 4) : 1000000000;
+  const int64_t timeoutNs = peerTimeoutNs(), periodNs = beatPeriodNs(timeoutNs);
   hbThread_ = std::thread([this, periodNs, timeoutNs] { heartbeatLoop(periodNs, timeoutNs); });
   return Status::Success;
 }
@@ -188,7 +254,8 @@ Status Bootstrap::linkNeighbours(uint32_t purpose, Socket* next, Socket* prev, D
   TEMPO_TRY(sendBytes(*next, peerHello(purpose), deadline));
   // A predecessor that has not connected within TEMPO_PEER_TIMEOUT is as silent as one
   // that stopped sending heartbeats.
-  TEMPO_ASSIGN(*prev, acceptFrom(prevRank, purpose, deadline.within(param::PeerTimeout() * 1000000000)));
+  const int64_t timeoutNs = peerTimeoutNs();
+  TEMPO_ASSIGN(*prev, acceptFrom(prevRank, purpose, timeoutNs > 0 ? deadline.within(timeoutNs) : deadline));
   return Status::Success;
 }
 

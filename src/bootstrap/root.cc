@@ -1,13 +1,16 @@
 #include "src/bootstrap/root.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "src/bootstrap/auth.h"
+#include "src/bootstrap/liveness.h"
 #include "src/core/host.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
@@ -25,6 +28,16 @@ struct Pending {
   size_t want = kHeaderBytes;
 };
 
+// A rank admitted with a valid hello, waiting for its table.
+struct Member {
+  Socket sock;
+  PeerInfo info;
+  Nonce nonce{};  // its hello's: the table it gets is proved against it
+  int64_t heard = 0;  // when its last keepalive arrived
+  uint8_t rx[kHeaderBytes] = {};  // a keepalive read in part
+  size_t rxLen = 0;
+};
+
 class Root {
  public:
   Root(Socket listener, const Secret& secret) : listener_(std::move(listener)), secret_(secret) {}
@@ -38,27 +51,44 @@ class Root {
   void admit(Pending& p);
   void reject(Pending& p, Status s, const std::string& reason);
   void sendTable();
-  // The admitted rank on `fd` closed its connection: tells every other admitted rank, and
+  // Keepalives to every admitted rank, when one is due.
+  void beat();
+  // Reads what admitted rank `r` sent: keepalives only. Returns why the rank is gone
+  // (nullptr: it is not).
+  const char* readKeepalives(Member& m);
+  // Admitted rank `rank` is gone (`why` says how): tells every other admitted rank, and
   // from then on every rank that joins, why the job cannot form, so that their inits fail
   // with the reason instead of waiting for TEMPO_INIT_TIMEOUT.
-  void abandonJob(int fd);
+  void abandonJob(int rank, const char* why);
+  // Closes a connection whose last message has been sent without losing it: a socket closed
+  // with unread bytes (a rank's keepalives) resets the connection, which can discard what
+  // was still on its way. The root half-closes it and reads until the rank closes its end.
+  void retire(Socket& s);
+  // Discards what retired connections sent; closes those their rank has closed, and those
+  // retired a handshake timeout ago.
+  void drainRetired(int timeoutMs);
 
   Socket listener_;
   Secret secret_;
   std::vector<std::unique_ptr<Pending>> pending_;
   int nranks_ = -1;
   int joined_ = 0;
-  std::vector<Socket> rankSock_;
-  std::vector<PeerInfo> peers_;
-  std::vector<Nonce> rankNonce_;  // each rank's hello nonce, which its table is proved against
+  std::vector<Member> ranks_;
+  struct Retired {
+    Socket sock;
+    Deadline until;
+  };
+  std::vector<Retired> retired_;
   std::string failed_;  // why the job can no longer form (empty: it still can)
-  Deadline handshake_ = Deadline::never();
   int64_t handshakeNs_ = 0;
+  int64_t timeoutNs_ = 0, periodNs_ = 0, nextBeat_ = 0;  // liveness.h
 };
 
 void Root::run() {
   Deadline deadline = Deadline::afterSeconds(param::InitTimeout());
   handshakeNs_ = param::HandshakeTimeout() * 1000000000;
+  timeoutNs_ = peerTimeoutNs();
+  periodNs_ = beatPeriodNs(timeoutNs_);
   std::vector<pollfd> fds;
   while (nranks_ < 0 || joined_ < nranks_) {
     if (deadline.expired()) {
@@ -66,24 +96,38 @@ void Root::run() {
                  long(param::InitTimeout()), joined_, nranks_);
       return;
     }
+    beat();
     fds.clear();
     fds.push_back({listener_.fd(), POLLIN, 0});
     for (auto& p : pending_) fds.push_back({p->sock.fd(), POLLIN, 0});
-    // Admitted ranks send nothing more until their table: a readable connection is one
-    // whose process went away (or misbehaves), and the job can no longer form.
+    // Admitted ranks send only keepalives until their table. One that closes its
+    // connection, misbehaves or falls silent is gone, and the job can no longer form.
     const size_t admittedAt = fds.size();
-    for (const Socket& r : rankSock_)
-      if (r.valid()) fds.push_back({r.fd(), POLLIN, 0});
-    int rc = ::poll(fds.data(), fds.size(), 100);
+    std::vector<int> admitted;
+    for (size_t r = 0; r < ranks_.size(); ++r)
+      if (ranks_[r].sock.valid()) {
+        fds.push_back({ranks_[r].sock.fd(), POLLIN, 0});
+        admitted.push_back(int(r));
+      }
+    const int64_t untilBeatMs = (nextBeat_ - nowNs() + 999999) / 1000000;
+    int rc = ::poll(fds.data(), fds.size(), int(std::clamp<int64_t>(untilBeatMs, 1, 100)));
     if (rc < 0 && errno != EINTR) {
       TEMPO_WARN("bootstrap root: poll failed: %s", strerror(errno));
       return;
     }
-    for (size_t i = admittedAt; i < fds.size(); ++i)
-      if (fds[i].revents) {
-        abandonJob(fds[i].fd);
-        break;
+    // Read before judging, so that a root that was itself stopped blames no one on waking.
+    char silent[160];
+    for (size_t i = 0; i < admitted.size() && failed_.empty(); ++i) {
+      Member& m = ranks_[size_t(admitted[i])];
+      const char* why = fds[admittedAt + i].revents ? readKeepalives(m) : nullptr;
+      if (!why && timeoutNs_ > 0 && nowNs() - m.heard > timeoutNs_) {
+        snprintf(silent, sizeof silent,
+                 "sent nothing for %ld s (TEMPO_PEER_TIMEOUT) during init: its process is stopped, hung or unreachable",
+                 long((nowNs() - m.heard) / 1000000000));
+        why = silent;
       }
+      if (why) abandonJob(admitted[i], why);
+    }
     // Service the connections polled above; ones accepted just now wait for the next round.
     size_t polled = admittedAt - 1;
     if (fds[0].revents) acceptAll();
@@ -100,8 +144,35 @@ void Root::run() {
       if (keep) still.push_back(std::move(pending_[i]));
     }
     pending_.swap(still);
+    if (!retired_.empty()) drainRetired(0);
   }
+  listener_.close();  // no one else may join; a rank's claimed address that was the root's now refuses
   if (failed_.empty()) sendTable();
+  // Ranks close their end once they have the table or the error.
+  while (!retired_.empty()) drainRetired(100);
+}
+
+void Root::retire(Socket& s) {
+  if (!s.valid()) return;
+  ::shutdown(s.fd(), SHUT_WR);
+  retired_.push_back({std::move(s), Deadline::after(handshakeNs_)});
+}
+
+void Root::drainRetired(int timeoutMs) {
+  std::vector<pollfd> fds;
+  for (const Retired& r : retired_) fds.push_back({r.sock.fd(), POLLIN, 0});
+  if (::poll(fds.data(), fds.size(), timeoutMs) < 0 && errno != EINTR) fds.assign(fds.size(), {-1, 0, 0});
+  std::vector<Retired> open;
+  for (size_t i = 0; i < retired_.size(); ++i) {
+    char buf[256];
+    ssize_t n = 1;
+    if (fds[i].revents)
+      while ((n = ::recv(fds[i].fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+      }
+    const bool closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+    if (!closed && !retired_[i].until.expired()) open.push_back(std::move(retired_[i]));
+  }
+  retired_.swap(open);
 }
 
 void Root::acceptAll() {
@@ -145,6 +216,7 @@ void Root::reject(Pending& p, Status s, const std::string& reason) {
   TEMPO_WARN("bootstrap root: rejected a rank from %s: %s", p.from.toString().c_str(), reason.c_str());
   std::vector<uint8_t> msg = encodeError({int32_t(s), reason});
   (void)p.sock.sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
+  retire(p.sock);
 }
 
 void Root::admit(Pending& p) {
@@ -166,9 +238,7 @@ void Root::admit(Pending& p) {
   }
   if (nranks_ < 0) {
     nranks_ = h->nranks;
-    rankSock_.resize(size_t(nranks_));
-    peers_.resize(size_t(nranks_));
-    rankNonce_.resize(size_t(nranks_));
+    ranks_.resize(size_t(nranks_));
   }
   if (h->nranks != nranks_) {
     snprintf(why, sizeof why, "rank %d reports nranks %d but the communicator has %d ranks", h->rank,
@@ -191,48 +261,74 @@ void Root::admit(Pending& p) {
     ++joined_;
     return;
   }
-  if (rankSock_[size_t(h->rank)].valid()) {
+  Member& m = ranks_[size_t(h->rank)];
+  if (m.sock.valid()) {
     snprintf(why, sizeof why, "rank %d joined twice", h->rank);
     return reject(p, Status::InvalidUsage, why);
   }
-  rankSock_[size_t(h->rank)] = std::move(p.sock);
-  peers_[size_t(h->rank)] = h->info;
-  rankNonce_[size_t(h->rank)] = h->nonce;
+  m.sock = std::move(p.sock);
+  m.info = h->info;
+  m.nonce = h->nonce;
+  m.heard = nowNs();
   ++joined_;
   TEMPO_TRACE(log::Bootstrap, "bootstrap root: rank %d joined (%d/%d)", h->rank, joined_, nranks_);
 }
 
-void Root::abandonJob(int fd) {
-  int gone = -1;
-  for (size_t r = 0; r < rankSock_.size(); ++r)
-    if (rankSock_[r].fd() == fd) gone = int(r);
-  char why[160];
-  snprintf(why, sizeof why, "rank %d closed its connection to the bootstrap root during init (its process exited?)",
-           gone);
+void Root::beat() {
+  const int64_t now = nowNs();
+  if (now < nextBeat_) return;
+  nextBeat_ = now + periodNs_;
+  static const std::vector<uint8_t> keepalive = encodeKeepalive();
+  for (const Member& m : ranks_)  // a few bytes; a rank that does not read them judges itself
+    if (m.sock.valid()) (void)::send(m.sock.fd(), keepalive.data(), keepalive.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+const char* Root::readKeepalives(Member& m) {
+  for (;;) {
+    ssize_t n = ::recv(m.sock.fd(), m.rx + m.rxLen, kHeaderBytes - m.rxLen, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+      return "closed its connection to the bootstrap root during init (its process exited?)";
+    if (n < 0) return nullptr;
+    m.rxLen += size_t(n);
+    if (m.rxLen < kHeaderBytes) continue;
+    m.rxLen = 0;
+    Result<Header> h = decodeHeader(std::span<const uint8_t, kHeaderBytes>(m.rx), 0);
+    if (!h.ok() || h->type != MsgType::Keepalive) return "sent the bootstrap root a message other than a keepalive";
+    m.heard = nowNs();
+  }
+}
+
+void Root::abandonJob(int rank, const char* what) {
+  char why[256];
+  snprintf(why, sizeof why, "rank %d %s", rank, what);
   TEMPO_WARN("bootstrap root: %s; ending the job's init (%d of %d ranks had joined)", why, joined_, nranks_);
   failed_ = why;
   const std::vector<uint8_t> msg = encodeError({int32_t(Status::RemoteError), why});
-  for (Socket& r : rankSock_) {
-    if (r.valid() && r.fd() != fd) (void)r.sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
-    r.close();
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    Socket& s = ranks_[r].sock;
+    if (s.valid() && int(r) != rank) (void)s.sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
+    retire(s);
   }
 }
 
 void Root::sendTable() {
   Table t;
   if (!secureRandom(&t.commNonce, sizeof t.commNonce)) t.commNonce = nowNs() ^ processToken();
-  t.peers = peers_;
+  t.peers.reserve(ranks_.size());
+  for (const Member& m : ranks_) t.peers.push_back(m.info);
   // One table for all, each rank's copy ending in a proof bound to that rank's nonce: the
   // body is hashed once, and the proof sent after it.
   std::vector<uint8_t> msg = encodeTable(t);
   const Digest digest = bodyDigest(std::span<const uint8_t>(msg).subspan(kHeaderBytes));
   const std::span<const uint8_t> body = std::span<const uint8_t>(msg).first(msg.size() - kProofBytes);
   for (int r = 0; r < nranks_; ++r) {
-    const Proof proof = prove(secret_, ProofLabel::Table, rankNonce_[size_t(r)], digest);
+    Socket& sock = ranks_[size_t(r)].sock;
+    const Proof proof = prove(secret_, ProofLabel::Table, ranks_[size_t(r)].nonce, digest);
     const Deadline d = Deadline::after(handshakeNs_);
-    Status s = rankSock_[size_t(r)].sendAll(std::as_bytes(body), d);
-    if (ok(s)) s = rankSock_[size_t(r)].sendAll(std::as_bytes(std::span(proof)), d);
+    Status s = sock.sendAll(std::as_bytes(body), d);
+    if (ok(s)) s = sock.sendAll(std::as_bytes(std::span(proof)), d);
     if (!ok(s)) TEMPO_WARN("bootstrap root: could not send the rank table to rank %d", r);
+    retire(ranks_[size_t(r)].sock);
   }
   TEMPO_INFO(log::Bootstrap, "bootstrap root: %d ranks joined, table sent", nranks_);
 }

@@ -184,7 +184,7 @@ Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t 
   uint16_t type = r.u16();
   r.u16();
   uint32_t length = r.u32();
-  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Challenge)) return malformed("header (type)");
+  if (type < uint16_t(MsgType::Hello) || type > uint16_t(MsgType::Keepalive)) return malformed("header (type)");
   if (length > maxLength)
     return fail(Status::InvalidArgument, "bootstrap: message of %u bytes exceeds the limit of %u", length,
                 maxLength);
@@ -194,6 +194,8 @@ Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t 
 std::vector<uint8_t> encodeChallenge(const Nonce& n) {
   return framed(MsgType::Challenge, std::vector<uint8_t>(n.begin(), n.end()));
 }
+
+std::vector<uint8_t> encodeKeepalive() { return framed(MsgType::Keepalive, {}); }
 
 Result<Nonce> decodeChallenge(std::span<const uint8_t> payload) {
   Nonce n;

@@ -21,7 +21,7 @@ inline constexpr size_t kUniqueIdBytes = 128;
 inline constexpr size_t kSecretBytes = 32;
 inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kProofBytes = 32;
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 using Secret = std::array<uint8_t, kSecretBytes>;
 using Nonce = std::array<uint8_t, kNonceBytes>;
 using Proof = std::array<uint8_t, kProofBytes>;  // an HMAC of the message under the secret (auth.h)
@@ -63,6 +63,7 @@ enum class MsgType : uint16_t {
   Direct = 6,     // rank -> rank, after a kDirect PeerHello: one opaque payload
   Leave = 7,      // rank -> ring neighbour: finalized cleanly after this many collectives
   Challenge = 8,  // root -> rank, on accepting: the nonce the rank's hello must prove against
+  Keepalive = 9,  // rank <-> root between hello and table: no payload; the sender is alive
 };
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr uint32_t kMsgMagic = 0x424d5054;  // "TPMB"
@@ -79,6 +80,7 @@ void encodeHeader(MsgType type, uint32_t length, std::span<uint8_t, kHeaderBytes
 Result<Header> decodeHeader(std::span<const uint8_t, kHeaderBytes> in, uint32_t maxLength);
 
 std::vector<uint8_t> encodeChallenge(const Nonce& n);
+std::vector<uint8_t> encodeKeepalive();  // a header alone
 Result<Nonce> decodeChallenge(std::span<const uint8_t> payload);
 
 struct Hello {

@@ -40,8 +40,9 @@ TEMPO_PARAM(InitTimeout, "TEMPO_INIT_TIMEOUT", Int, "300",
             "seconds any wait during communicator initialisation may take before ncclSystemError")
 TEMPO_PARAM(PeerTimeout, "TEMPO_PEER_TIMEOUT", Int, "30",
             "seconds a ring neighbour may go without a heartbeat (one a second, or every quarter of this) "
-            "before this rank's calls fail with ncclRemoteError: a stopped, hung or unreachable process "
-            "(0: heartbeats are sent but never judged)")
+            "before this rank's calls fail with ncclRemoteError: a stopped, hung or unreachable process. "
+            "During init it also bounds the root's wait on a joined rank's keepalives and a joining rank's "
+            "wait on the root's challenge and keepalives (0: beats are sent but never judged)")
 TEMPO_PARAM(HandshakeTimeout, "TEMPO_HANDSHAKE_TIMEOUT", Int, "5",
             "seconds an incoming bootstrap connection has to prove the job secret")
 TEMPO_PARAM(Hostname, "TEMPO_HOSTNAME", Str, "",

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   write(frame, "challenge", encodeChallenge(Nonce{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}));
   const std::vector<uint8_t> direct = {9, 8, 7};
   write(frame, "direct", encodeDirect(direct));
+  write(frame, "keepalive", encodeKeepalive());
 
   // host:port texts.
   int n = 0;

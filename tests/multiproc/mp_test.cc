@@ -240,6 +240,19 @@ TEST(MultiProcessHeartbeat, RankThatStopsRespondingFailsTheOthersCallWithinThePe
   }
 }
 
+// The process that hosts the bootstrap root stops (SIGSTOP) during init: the rank waiting
+// for its table hears no keepalive, and the rank that connects afterwards gets no
+// challenge. Both inits fail with ncclRemoteError within TEMPO_PEER_TIMEOUT + 2 s rather
+// than at TEMPO_INIT_TIMEOUT.
+TEST(MultiProcessHeartbeat, RootThatStopsRespondingDuringInitFailsTheOthersInitWithinThePeerTimeout) {
+  std::vector<std::string> env = envFor(Case{"shm", 3, "", ""}, "stopinit");
+  env.push_back("TEMPO_PEER_TIMEOUT=2");
+  std::vector<int> codes = runWorkers(3, env, 60);
+  EXPECT_EQ(codes[0], 128 + SIGKILL) << "the stopped rank is killed by its own child";
+  EXPECT_EQ(codes[1], 0) << "rank 1";
+  EXPECT_EQ(codes[2], 0) << "rank 2";
+}
+
 // TEMPO_FAULT between processes: flipped bits end every rank's stream of all-reduces with
 // an error and no wrong result; a slow wire whose messages overtake each other leaves the
 // whole stream exact.

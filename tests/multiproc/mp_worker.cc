@@ -27,6 +27,12 @@
 //           it exits nothing and closes nothing, so only heartbeats can tell. With
 //           TEMPO_PEER_TIMEOUT=T the others' call must fail with ncclRemoteError within
 //           T + 2 s. A child of the stopped rank kills it (SIGKILL) T + 6 s later.
+//   stopinit  rank 0, whose process hosts the bootstrap root (NCCL_COMM_ID), stops its own
+//           process half a second into its init, with rank 1 joined and waiting for its table
+//           and the last rank still to come (it starts 2 s late and finds a root that accepts
+//           connections in the kernel but answers none). With TEMPO_PEER_TIMEOUT=T both
+//           inits must fail with ncclRemoteError within T + 2 s of their start. A child of
+//           the stopped rank kills it T + 4 s after it started.
 // Diagnostics go to stderr prefixed with the rank.
 #include <signal.h>
 #include <unistd.h>
@@ -373,6 +379,34 @@ int stopMidCollective(ncclComm_t comm) {
   return r == ncclRemoteError && secs < peerTimeout + 2 ? 0 : 1;
 }
 
+int stopDuringInit(const ncclUniqueId& id) {
+  using Clock = std::chrono::steady_clock;
+  const int peerTimeout = getenv("TEMPO_PEER_TIMEOUT") ? atoi(getenv("TEMPO_PEER_TIMEOUT")) : 30;
+  ncclComm_t comm = nullptr;
+  if (g_rank == 0) {
+    const pid_t self = getpid();
+    if (fork() == 0) {
+      sleep(unsigned(peerTimeout + 4));
+      kill(self, SIGKILL);
+      _exit(0);
+    }
+    std::thread([self] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      kill(self, SIGSTOP);
+    }).detach();
+    (void)ncclCommInitRank(&comm, g_size, id, g_rank);
+    return 1;  // not reached: killed while stopped
+  }
+  if (g_rank == g_size - 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto t0 = Clock::now();
+  ncclResult_t r = ncclCommInitRank(&comm, g_size, id, g_rank);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  fprintf(stderr, "[rank %d] init with rank 0 (the root) stopped returned %s after %.3f s: %s\n", g_rank,
+          ncclGetErrorString(r), secs, ncclGetLastError(nullptr));
+  if (r == ncclSuccess) ncclCommDestroy(comm);
+  return r == ncclRemoteError && secs < peerTimeout + 2 ? 0 : 1;
+}
+
 // The last rank dies right after init. The survivors' all-reduce on the parent fails
 // instead of hanging; they shrink it with NCCL_SHRINK_ABORT, excluding the dead rank, and
 // the shrunk communicator runs 200 bit-exact all-reduces.
@@ -447,6 +481,7 @@ int main() {
   long rss0 = rssKiB();
   ncclUniqueId id;
   CHECK_NCCL(ncclGetUniqueId(&id));  // with NCCL_COMM_ID, the same id on every rank
+  if (mode == "stopinit") return stopDuringInit(id);
   ncclComm_t comm;
   CHECK_NCCL(ncclCommInitRank(&comm, g_size, id, g_rank));
   if (mode == "abort") return abortMidCollective(comm);
