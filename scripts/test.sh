@@ -14,3 +14,6 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -LE "multiproc|coll
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j 1 -L "multiproc|coll"
 # The bootstrap's wire parsers under libFuzzer with ASan and UBSan, 10 s per target.
 scripts/fuzz.sh 10
+# ASan and UBSan over the transports, the kernels, the parsers and the core (the whole of
+# the unit and transport suites: scripts/sanitize.sh).
+scripts/sanitize.sh ci
