@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build, the tests and the benchmarks need.
+# Installs every Debian package the build, the tests, the checking scripts and the
+# benchmarks need.
 # Idempotent and non-interactive: packages already present are skipped.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ packages=(
   libsodium-dev                        # HMAC proofs of the job secret in the bootstrap
   googletest libgtest-dev libgmock-dev # tests
   clang libclang-rt-14-dev             # scripts/fuzz.sh: libFuzzer, ASan, UBSan
+  valgrind                             # scripts/valgrind.sh: memcheck over the host build
   libbenchmark-dev                     # bench/micro
   openmpi-bin libopenmpi-dev           # mpirun launching and the MPI_Allreduce peer
   iproute2 procps                      # tests read /proc; ip(8) and tc(8) build the fabric testbed

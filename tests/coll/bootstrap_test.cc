@@ -63,8 +63,36 @@ void sendRaw(const Socket& s, const std::vector<uint8_t>& bytes) {
   (void)s.sendAll(std::as_bytes(std::span(bytes)), Deadline::afterSeconds(2));
 }
 
+// Overrides one parameter for a scope. A job's root reads its parameters once, as it
+// starts: make the override before the job.
+class Override {
+ public:
+  Override(param::Id id, const char* value) : id_(id) { param::overrideForTest(id, value); }
+  ~Override() { param::overrideForTest(id_, nullptr); }
+  Override(const Override&) = delete;
+  Override& operator=(const Override&) = delete;
+
+ private:
+  param::Id id_;
+};
+
+// A new job: its root listening, its id decoded.
+UniqueId newJob() {
+  ncclUniqueId nid;
+  EXPECT_EQ(ncclGetUniqueId(&nid), ncclSuccess);
+  return decoded(nid);
+}
+
+// A connection the root admits as `rank` of `nranks` (it proves the job's secret), and
+// which does nothing more unless the test makes it.
+Socket joinAs(const UniqueId& id, int rank, int nranks) {
+  Socket s = connectTo(id.root);
+  sendRaw(s, helloFor(rank, nranks, id.root, id.secret, challengeOf(s)));
+  return s;
+}
+
 TEST(BootstrapRoot, JunkConnectionsDoNotDisturbTheJob) {
-  param::overrideForTest(param::Id::HandshakeTimeout, "1");
+  const Override handshakeTimeout(param::Id::HandshakeTimeout, "1");
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   SockAddr root = rootOf(id);
@@ -119,7 +147,6 @@ TEST(BootstrapRoot, JunkConnectionsDoNotDisturbTheJob) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) ranks.emplace_back([&, r] { res[r] = ncclCommInitRank(&comms[r], 2, id, r); });
   for (auto& t : ranks) t.join();
-  param::overrideForTest(param::Id::HandshakeTimeout, nullptr);
   ASSERT_EQ(res[0], ncclSuccess) << ncclGetLastError(nullptr);
   ASSERT_EQ(res[1], ncclSuccess) << ncclGetLastError(nullptr);
 
@@ -184,15 +211,11 @@ struct InitOutcome {
   std::string why[2];
 };
 InitOutcome initWithARankThatDies(bool rank1First) {
-  ncclUniqueId nid;
-  EXPECT_EQ(ncclGetUniqueId(&nid), ncclSuccess);
-  const UniqueId id = decoded(nid);
-  param::overrideForTest(param::Id::InitTimeout, "120");
-  param::overrideForTest(param::Id::PeerTimeout, "2");
+  const Override initTimeout(param::Id::InitTimeout, "120"), peerTimeout(param::Id::PeerTimeout, "2");
+  const UniqueId id = newJob();
   InitOutcome o;
   auto dyingRank = [&] {
-    Socket dying = connectTo(id.root);
-    sendRaw(dying, helloFor(1, 3, id.root, id.secret, challengeOf(dying)));
+    Socket dying = joinAs(id, 1, 3);
     usleep(300000);  // admitted (and, joining last, sent the table)
   };
   if (rank1First) dyingRank();
@@ -208,8 +231,6 @@ InitOutcome initWithARankThatDies(bool rank1First) {
     dyingRank();
   }
   for (auto& t : ranks) t.join();
-  param::overrideForTest(param::Id::InitTimeout, nullptr);
-  param::overrideForTest(param::Id::PeerTimeout, nullptr);
   return o;
 }
 
@@ -263,12 +284,9 @@ size_t countOf(const std::vector<MsgType>& types, MsgType t) { return size_t(std
 // keepalive: with rank 3 still to come, the root ends the job after TEMPO_PEER_TIMEOUT (2 s
 // here) instead of letting ranks 0 and 2 wait for the 120 s init deadline.
 TEST(BootstrapRoot, AnAdmittedRankThatFallsSilentFailsTheOthersInit) {
-  ncclUniqueId nid;
-  ASSERT_EQ(ncclGetUniqueId(&nid), ncclSuccess);
-  const UniqueId id = decoded(nid);
-  param::overrideForTest(param::Id::PeerTimeout, "2");
-  Socket silent = connectTo(id.root);
-  sendRaw(silent, helloFor(1, 4, id.root, id.secret, challengeOf(silent)));
+  const Override peerTimeout(param::Id::PeerTimeout, "2");
+  const UniqueId id = newJob();
+  Socket silent = joinAs(id, 1, 4);
   Status status[2];
   std::string why[2];
   std::vector<std::thread> ranks;
@@ -278,14 +296,13 @@ TEST(BootstrapRoot, AnAdmittedRankThatFallsSilentFailsTheOthersInit) {
       why[r / 2] = lastErrorMessage();
     });
   for (auto& t : ranks) t.join();
-  param::overrideForTest(param::Id::PeerTimeout, nullptr);
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(status[i], Status::RemoteError) << "rank " << i * 2 << ": " << why[i];
     EXPECT_NE(why[i].find("rank 1 sent nothing for 2 s (TEMPO_PEER_TIMEOUT) during init"), std::string::npos)
         << why[i];
   }
-  // The silent rank was sent keepalives all along (one every half second here), then the
-  // error, and its connection was closed from the root's side.
+  // The silent rank was sent keepalives all along (one every half second here) but not the
+  // error, as the rank judged gone, and the root closed its end of the connection.
   const std::vector<MsgType> got = messagesWithin(silent, 1000);
   EXPECT_GE(countOf(got, MsgType::Keepalive), 2u);
   EXPECT_EQ(countOf(got, MsgType::Error), 0u) << "the rank judged gone is not told";
@@ -295,12 +312,9 @@ TEST(BootstrapRoot, AnAdmittedRankThatFallsSilentFailsTheOthersInit) {
 // A rank that keeps sending keepalives is waited for however long the others take (3 s,
 // beyond TEMPO_PEER_TIMEOUT), and gets its table.
 TEST(BootstrapRoot, ARankThatSendsKeepalivesIsWaitedForBeyondThePeerTimeout) {
-  ncclUniqueId nid;
-  ASSERT_EQ(ncclGetUniqueId(&nid), ncclSuccess);
-  const UniqueId id = decoded(nid);
-  param::overrideForTest(param::Id::PeerTimeout, "2");
-  Socket waiting = connectTo(id.root);
-  sendRaw(waiting, helloFor(1, 2, id.root, id.secret, challengeOf(waiting)));
+  const Override peerTimeout(param::Id::PeerTimeout, "2");
+  const UniqueId id = newJob();
+  Socket waiting = joinAs(id, 1, 2);
   std::vector<MsgType> got;
   for (int i = 0; i < 10; ++i) {  // 3 s of keepalives, one every 300 ms
     sendRaw(waiting, encodeKeepalive());
@@ -315,13 +329,13 @@ TEST(BootstrapRoot, ARankThatSendsKeepalivesIsWaitedForBeyondThePeerTimeout) {
   EXPECT_EQ(countOf(got, MsgType::Table), 1u);
   waiting.close();
   rank0.join();
-  param::overrideForTest(param::Id::PeerTimeout, nullptr);
 }
 
 // A root whose process is stopped or hung keeps the connection open but sends no
 // keepalive: a rank waiting for its table fails after TEMPO_PEER_TIMEOUT (2 s here), not
 // at the 120 s init deadline, and kept proving itself alive meanwhile.
 TEST(BootstrapRoot, ARootThatFallsSilentFailsTheRanksInit) {
+  const Override peerTimeout(param::Id::PeerTimeout, "2");
   Result<SockAddr> any = selectInterfaceAddress();
   ASSERT_TRUE(any.ok());
   Result<Socket> listener = Socket::listen(*any, false);
@@ -329,7 +343,6 @@ TEST(BootstrapRoot, ARootThatFallsSilentFailsTheRanksInit) {
   UniqueId id;
   id.root = listener->localAddress().value();
   id.secret[0] = 7;
-  param::overrideForTest(param::Id::PeerTimeout, "2");
   Status status = Status::Success;
   std::string why;
   std::thread rank([&] {
@@ -340,7 +353,6 @@ TEST(BootstrapRoot, ARootThatFallsSilentFailsTheRanksInit) {
   ASSERT_TRUE(conn.ok()) << lastErrorMessage();
   sendRaw(*conn, encodeChallenge(Nonce{}));
   rank.join();
-  param::overrideForTest(param::Id::PeerTimeout, nullptr);
   EXPECT_EQ(status, Status::RemoteError) << why;
   EXPECT_NE(why.find("rank 0 has heard nothing from the root at " + id.root.toString()), std::string::npos) << why;
   const std::vector<MsgType> got = messagesWithin(*conn, 500);
@@ -351,7 +363,7 @@ TEST(BootstrapRoot, ARootThatFallsSilentFailsTheRanksInit) {
 TEST(BootstrapRoot, WrongRankCountIsRefusedWithAReason) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  param::overrideForTest(param::Id::InitTimeout, "10");
+  const Override initTimeout(param::Id::InitTimeout, "10");  // the ranks' deadline (the root's is read)
   ncclComm_t a = nullptr, b = nullptr;
   ncclResult_t ra = ncclInternalError, rb = ncclInternalError;
   std::string why;
@@ -366,7 +378,6 @@ TEST(BootstrapRoot, WrongRankCountIsRefusedWithAReason) {
   EXPECT_NE(why.find("reports nranks 3 but the communicator has 2"), std::string::npos) << why;
   // Rank 0 keeps waiting for a rank 1 that never comes, and gives up at its deadline.
   first.join();
-  param::overrideForTest(param::Id::InitTimeout, nullptr);
   EXPECT_EQ(ra, ncclSystemError);
 }
 
