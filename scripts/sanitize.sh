@@ -40,7 +40,7 @@ case "$mode" in
   thread)
     build=${SANITIZE_BUILD_DIR:-build-tsan}
     sanitize=thread
-    targets=(async_test fault_injection_test mismatch_test soak_test fault_test)
+    targets=(async_test fault_injection_test mismatch_test soak_test fault_test bootstrap_test)
     labels="coll|transport"
     exclude="^(tempo_topo_|abi_|install_)|All/Transport|PeerDeath|Routed|NicChoice|OfiShm|ModeChooser"
     ;;

@@ -60,6 +60,9 @@ class Root {
   // from then on every rank that joins, why the job cannot form, so that their inits fail
   // with the reason instead of waiting for TEMPO_INIT_TIMEOUT.
   void abandonJob(int rank, const char* why);
+  // The job cannot form: records `why` and sends it with `status` to every admitted rank but
+  // `skip`, then retires their connections.
+  void endJob(Status status, const char* why, int skip);
   // Closes a connection whose last message has been sent without losing it: a socket closed
   // with unread bytes (a rank's keepalives) resets the connection, which can discard what
   // was still on its way. The root half-closes it and reads until the rank closes its end.
@@ -82,19 +85,24 @@ class Root {
   std::string failed_;  // why the job can no longer form (empty: it still can)
   int64_t handshakeNs_ = 0;
   int64_t timeoutNs_ = 0, periodNs_ = 0, nextBeat_ = 0;  // liveness.h
+  const std::vector<uint8_t> keepalive_ = encodeKeepalive();
 };
 
 void Root::run() {
-  Deadline deadline = Deadline::afterSeconds(param::InitTimeout());
+  const long initTimeoutS = long(param::InitTimeout());  // parameters are read once, here
+  const Deadline deadline = Deadline::afterSeconds(initTimeoutS);
   handshakeNs_ = param::HandshakeTimeout() * 1000000000;
   timeoutNs_ = peerTimeoutNs();
   periodNs_ = beatPeriodNs(timeoutNs_);
   std::vector<pollfd> fds;
   while (nranks_ < 0 || joined_ < nranks_) {
     if (deadline.expired()) {
-      TEMPO_WARN("bootstrap root: timed out after %lds with %d of %d ranks joined",
-                 long(param::InitTimeout()), joined_, nranks_);
-      return;
+      char why[160];
+      snprintf(why, sizeof why, "the bootstrap root timed out after %ld s (TEMPO_INIT_TIMEOUT) with %d of %d ranks joined",
+               initTimeoutS, joined_, nranks_);
+      TEMPO_WARN("%s", why);
+      endJob(Status::SystemError, why, -1);
+      break;
     }
     beat();
     fds.clear();
@@ -278,9 +286,8 @@ void Root::beat() {
   const int64_t now = nowNs();
   if (now < nextBeat_) return;
   nextBeat_ = now + periodNs_;
-  static const std::vector<uint8_t> keepalive = encodeKeepalive();
   for (const Member& m : ranks_)  // a few bytes; a rank that does not read them judges itself
-    if (m.sock.valid()) (void)::send(m.sock.fd(), keepalive.data(), keepalive.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (m.sock.valid()) (void)::send(m.sock.fd(), keepalive_.data(), keepalive_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 const char* Root::readKeepalives(Member& m) {
@@ -302,11 +309,15 @@ void Root::abandonJob(int rank, const char* what) {
   char why[256];
   snprintf(why, sizeof why, "rank %d %s", rank, what);
   TEMPO_WARN("bootstrap root: %s; ending the job's init (%d of %d ranks had joined)", why, joined_, nranks_);
+  endJob(Status::RemoteError, why, rank);
+}
+
+void Root::endJob(Status status, const char* why, int skip) {
   failed_ = why;
-  const std::vector<uint8_t> msg = encodeError({int32_t(Status::RemoteError), why});
+  const std::vector<uint8_t> msg = encodeError({int32_t(status), why});
   for (size_t r = 0; r < ranks_.size(); ++r) {
     Socket& s = ranks_[r].sock;
-    if (s.valid() && int(r) != rank) (void)s.sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
+    if (s.valid() && int(r) != skip) (void)s.sendAll(std::as_bytes(std::span(msg)), Deadline::after(handshakeNs_));
     retire(s);
   }
 }

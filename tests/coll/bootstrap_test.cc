@@ -361,9 +361,9 @@ TEST(BootstrapRoot, ARootThatFallsSilentFailsTheRanksInit) {
 }
 
 TEST(BootstrapRoot, WrongRankCountIsRefusedWithAReason) {
+  const Override initTimeout(param::Id::InitTimeout, "10");
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  const Override initTimeout(param::Id::InitTimeout, "10");  // the ranks' deadline (the root's is read)
   ncclComm_t a = nullptr, b = nullptr;
   ncclResult_t ra = ncclInternalError, rb = ncclInternalError;
   std::string why;
@@ -376,7 +376,8 @@ TEST(BootstrapRoot, WrongRankCountIsRefusedWithAReason) {
   second.join();
   EXPECT_EQ(rb, ncclInvalidArgument);
   EXPECT_NE(why.find("reports nranks 3 but the communicator has 2"), std::string::npos) << why;
-  // Rank 0 keeps waiting for a rank 1 that never comes, and gives up at its deadline.
+  // Rank 0 keeps waiting for a rank 1 that never comes, and gives up at the deadline (its
+  // own, or the root's, which tells it why).
   first.join();
   EXPECT_EQ(ra, ncclSystemError);
 }
