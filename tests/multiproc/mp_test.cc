@@ -227,7 +227,8 @@ TEST(MultiProcessTimeout, CollectiveThatOutlivesTheTimeoutFailsWithNcclTimeout) 
 // A rank that stops responding without exiting or closing anything (SIGSTOP) while the
 // others wait for it in a collective: its successor's heartbeat watch finds it, and every
 // survivor's call fails with ncclRemoteError within TEMPO_PEER_TIMEOUT + 2 s, whatever the
-// transport's own timeouts.
+// transport's own timeouts. Resumed (SIGCONT) after that, the stopped rank does not carry
+// on alone: its own call fails as well.
 TEST(MultiProcessHeartbeat, RankThatStopsRespondingFailsTheOthersCallWithinThePeerTimeout) {
   for (const char* transport : {"shm", "tcp"}) {
     SCOPED_TRACE(transport);
@@ -236,7 +237,7 @@ TEST(MultiProcessHeartbeat, RankThatStopsRespondingFailsTheOthersCallWithinThePe
     std::vector<int> codes = runWorkers(3, env, 60);
     EXPECT_EQ(codes[0], 0) << "rank 0";
     EXPECT_EQ(codes[1], 0) << "rank 1";
-    EXPECT_EQ(codes[2], 128 + SIGKILL) << "the stopped rank is killed by its own child";
+    EXPECT_EQ(codes[2], 0) << "the stopped rank, resumed, must fail its own call";
   }
 }
 

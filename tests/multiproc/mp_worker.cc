@@ -26,7 +26,9 @@
 //   stop    the last rank stops its own process (SIGSTOP) instead of joining an all-reduce:
 //           it exits nothing and closes nothing, so only heartbeats can tell. With
 //           TEMPO_PEER_TIMEOUT=T the others' call must fail with ncclRemoteError within
-//           T + 2 s. A child of the stopped rank kills it (SIGKILL) T + 6 s later.
+//           T + 2 s. A child of the stopped rank resumes it (SIGCONT) T + 3 s later: it
+//           must not carry on as if nothing happened, so its own all-reduce must then fail
+//           too, within T + 2 s.
 //   stopinit  rank 0, whose process hosts the bootstrap root (NCCL_COMM_ID), stops its own
 //           process half a second into its init, with rank 1 joined and waiting for its table
 //           and the last rank still to come (it starts 2 s late and finds a root that accepts
@@ -362,12 +364,12 @@ int stopMidCollective(ncclComm_t comm) {
   if (g_rank == g_size - 1) {
     const pid_t self = getpid();
     if (fork() == 0) {
-      sleep(unsigned(peerTimeout + 6));
-      kill(self, SIGKILL);
+      sleep(unsigned(peerTimeout + 3));
+      kill(self, SIGCONT);
       _exit(0);
     }
     kill(self, SIGSTOP);
-    return 1;  // not reached: killed while stopped
+    // Resumed, after the others have given up on this rank.
   }
   const auto t0 = Clock::now();
   ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
@@ -376,6 +378,7 @@ int stopMidCollective(ncclComm_t comm) {
   fprintf(stderr, "[rank %d] all-reduce with rank %d stopped returned %s after %.3f s: %s\n", g_rank, g_size - 1,
           ncclGetErrorString(r), secs, why.c_str());
   ncclCommAbort(comm);
+  if (g_rank == g_size - 1) return r != ncclSuccess && secs < peerTimeout + 2 ? 0 : 1;
   return r == ncclRemoteError && secs < peerTimeout + 2 ? 0 : 1;
 }
 
