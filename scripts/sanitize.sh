@@ -15,8 +15,9 @@
 #                                  utilities, without the 1 GiB messages and the plan
 #                                  simulations, whose cost is time rather than coverage.
 #   scripts/sanitize.sh thread     TSan over the suites whose ranks are threads of one process
-#                                  (collectives, nonblocking communicators, abort from another
-#                                  thread, fault injection, the soaks) in build-tsan;
+#                                  (every collective, split and shrink, bad input, nonblocking
+#                                  communicators, abort from another thread, the bootstrap,
+#                                  fault injection, the soaks) in build-tsan;
 #                                  tests/sanitizer/tsan.supp lists the races that are not Tempo's.
 # SANITIZE_BUILD_DIR overrides the build directory. The multi-process suites are not included.
 set -euo pipefail
@@ -40,7 +41,8 @@ case "$mode" in
   thread)
     build=${SANITIZE_BUILD_DIR:-build-tsan}
     sanitize=thread
-    targets=(async_test fault_injection_test mismatch_test soak_test fault_test bootstrap_test)
+    targets=(allreduce_test collectives_test split_test redop_test shrink_grow_test bad_input_test memory_test
+             noalloc_test async_test fault_injection_test mismatch_test soak_test fault_test bootstrap_test)
     labels="coll|transport"
     exclude="^(tempo_topo_|abi_|install_)|All/Transport|PeerDeath|Routed|NicChoice|OfiShm|ModeChooser"
     ;;
