@@ -53,8 +53,8 @@ class Root {
   void sendTable();
   // Keepalives to every admitted rank, when one is due.
   void beat();
-  // Reads what admitted rank `r` sent: keepalives only. Returns why the rank is gone
-  // (nullptr: it is not).
+  // Reads what an admitted rank sent, which may only be keepalives. Returns why the rank is
+  // gone (nullptr: it is not).
   const char* readKeepalives(Member& m);
   // Admitted rank `rank` is gone (`why` says how): tells every other admitted rank, and
   // from then on every rank that joins, why the job cannot form, so that their inits fail
@@ -339,7 +339,7 @@ void Root::sendTable() {
     Status s = sock.sendAll(std::as_bytes(body), d);
     if (ok(s)) s = sock.sendAll(std::as_bytes(std::span(proof)), d);
     if (!ok(s)) TEMPO_WARN("bootstrap root: could not send the rank table to rank %d", r);
-    retire(ranks_[size_t(r)].sock);
+    retire(sock);
   }
   TEMPO_INFO(log::Bootstrap, "bootstrap root: %d ranks joined, table sent", nranks_);
 }
