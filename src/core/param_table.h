@@ -89,6 +89,11 @@ TEMPO_PARAM(UcxNetDevices, "UCX_NET_DEVICES", Str, "",
 TEMPO_PARAM(FiShmDisableCma, "FI_SHM_DISABLE_CMA", Str, "1",
             "libfabric shm: 1 copies through shared buffers, 0 uses cross-memory attach; Tempo "
             "defaults to 1 (libfabric: 0) because page pinning made CMA slower on the VMs measured")
+TEMPO_PARAM(FiOfiRxmUseSrx, "FI_OFI_RXM_USE_SRX", Str, "0",
+            "libfabric tcp;ofi_rxm: 1 shares one pool of receive buffers per endpoint, 0 gives each "
+            "connection its own; Tempo defaults to 0 (libfabric: 1 for tcp) because the shared pool costs "
+            "about 70 MB per endpoint as it opens, and a failed communicator's tcp endpoints are kept open "
+            "until the process exits (closing them after a peer died crashed libfabric 1.17)")
 TEMPO_PARAM(Checksum, "TEMPO_CHECKSUM", Int, "0",
             "1: every data message carries a header with its sequence number, length and CRC-32C, checked "
             "on receipt; a message that fails the check fails its collective with ncclSystemError on every "

@@ -53,6 +53,7 @@ void applyProviderDefaults() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (!param::isSet(param::Id::FiShmDisableCma)) setenv("FI_SHM_DISABLE_CMA", param::FiShmDisableCma(), 0);
+    if (!param::isSet(param::Id::FiOfiRxmUseSrx)) setenv("FI_OFI_RXM_USE_SRX", param::FiOfiRxmUseSrx(), 0);
   });
 }
 
@@ -319,10 +320,12 @@ Result<std::unique_ptr<MemRegion>> OfiEndpoint::registerMemory(void* buf, size_t
 
 // tcp;ofi_rxm (libfabric 1.17) crashed inside fi_close (a null dereference) when a peer
 // had died, in about 1 of 5 runs of MultiProcessShrink, whether or not the completion queue
-// was first progressed dry. So an aborted tcp endpoint is abandoned instead: never posted
-// to or progressed again, which with its manual progress means no transfer touches the
-// abandoned requests' buffers, and never closed, its descriptors kept until the process
-// exits. Other providers close it, which cancels every posted operation.
+// was first progressed dry, and with or without a shared receive pool (FI_OFI_RXM_USE_SRX).
+// So an aborted tcp endpoint is abandoned instead: never posted to or progressed again,
+// which with its manual progress means no transfer touches the abandoned requests'
+// buffers, and never closed, its descriptors and buffers kept until the process exits
+// (what that costs: FI_OFI_RXM_USE_SRX). Other providers close it, which cancels every
+// posted operation.
 void OfiEndpoint::cancelAll() {
   if (kind_ == Kind::OfiTcp) abandoned_ = true;
   else ep_.reset();
