@@ -17,9 +17,16 @@
 #   scripts/sanitize.sh thread     TSan over the suites whose ranks are threads of one process
 #                                  (every collective, split and shrink, bad input, nonblocking
 #                                  communicators, abort from another thread, the bootstrap,
-#                                  fault injection, the soaks) in build-tsan;
-#                                  tests/sanitizer/tsan.supp lists the races that are not Tempo's.
-# SANITIZE_BUILD_DIR overrides the build directory. The multi-process suites are not included.
+#                                  fault injection, the soaks) and the transport contract, in
+#                                  build-tsan; tests/sanitizer/tsan.supp lists the races that
+#                                  are not Tempo's.
+#   scripts/sanitize.sh multiproc  ASan + UBSan over the multi-process suite (mp_test: every
+#                                  transport between processes, peer death, abort, shrink,
+#                                  heartbeats, timeouts, faults), in build-asan; the workers
+#                                  get the same settings. Leaves out the RSS-flatness check
+#                                  (ASan's quarantine holds freed memory by design) and the
+#                                  straggler timings (ASan's slowdown is not a straggler's).
+# SANITIZE_BUILD_DIR overrides the build directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-address}
@@ -38,6 +45,14 @@ case "$mode" in
       exclude+="|OneGiBMessage"
     fi
     ;;
+  multiproc)
+    build=${SANITIZE_BUILD_DIR:-build-asan}
+    sanitize=address,undefined
+    targets=(mp_test mp_worker)
+    labels="multiproc"
+    include="MultiProcess"
+    exclude="MultiProcessMemory|MultiProcessSkew"
+    ;;
   thread)
     build=${SANITIZE_BUILD_DIR:-build-tsan}
     sanitize=thread
@@ -51,7 +66,7 @@ case "$mode" in
     exclude="^(tempo_topo_|abi_|install_)|ModeChooser|OneGiBMessage"
     ;;
   *)
-    echo "usage: scripts/sanitize.sh [address|ci|thread]" >&2
+    echo "usage: scripts/sanitize.sh [address|ci|thread|multiproc]" >&2
     exit 2
     ;;
 esac
@@ -69,4 +84,5 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 [ "$mode" = thread ] && export UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizer/tsan.supp"
 # ctest knows only the tests of the targets built here (their lists come from the builds).
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L "$labels" -E "$exclude" --timeout 1200
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L "$labels" -R "${include:-.}" -E "$exclude" \
+  --timeout 1200

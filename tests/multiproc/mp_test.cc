@@ -43,6 +43,10 @@ std::vector<int> runWorkers(int n, const std::vector<std::string>& extraEnv, int
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(n), commId,
                                     "PATH=/usr/bin:/bin"};
+    // A sanitized build's settings (its suppressions among them) reach the workers too.
+    for (const char* name : {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "UCX_MEM_EVENTS",
+                             "UCX_MEM_MALLOC_HOOKS", "UCX_MEM_MMAP_HOOK_MODE"})
+      if (const char* v = getenv(name)) env.push_back(std::string(name) + "=" + v);
     for (std::string e : extraEnv) {
       if (size_t at = e.find("%r"); at != std::string::npos) e.replace(at, 2, std::to_string(r));
       env.push_back(e);

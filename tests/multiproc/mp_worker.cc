@@ -19,8 +19,8 @@
 //   leave   ranks finish at different times: rank 0 destroys its communicator once its send
 //           to the last rank is done, while the last rank still waits on a late rank's
 //           send, which must succeed. With TEMPO_MP_LEAVE_EARLY=1, rank 0 then leaves one collective early:
-//           once the last rank's receives are done, every other rank's next all-reduce must fail
-//           with ncclRemoteError.
+//           once the others have met in a barrier without it, every other rank's next all-reduce
+//           must fail with ncclRemoteError.
 //   timeout with TEMPO_COLL_TIMEOUT=1, the last rank joins an all-reduce 4 s late: the others'
 //           call fails with ncclTimeout after 1-3 s, and so does (or with ncclRemoteError)
 //           the late rank's, which the others told why
@@ -333,14 +333,17 @@ int leave(ncclComm_t comm) {
     return 0;
   }
   // The failure of that all-reduce fails the whole communicator, point-to-point included, so
-  // no rank may start it while the late rank's send is in flight: the last rank, whose
-  // receives are done, lets the others go with a token each.
+  // no rank may start it while another's send is still unreturned (the last rank can hold
+  // the late rank's data before that rank's send call has returned): a barrier without rank
+  // 0, every other rank telling the last one it is done, which then lets them go.
   float token = 0;
   if (g_rank == root) {
+    for (int r = 1; r < root; ++r) CHECK_NCCL(ncclRecv(&token, 1, ncclFloat32, r, comm, nullptr));
     CHECK_NCCL(ncclGroupStart());
     for (int r = 1; r < root; ++r) CHECK_NCCL(ncclSend(&token, 1, ncclFloat32, r, comm, nullptr));
     CHECK_NCCL(ncclGroupEnd());
   } else {
+    CHECK_NCCL(ncclSend(&token, 1, ncclFloat32, root, comm, nullptr));
     CHECK_NCCL(ncclRecv(&token, 1, ncclFloat32, root, comm, nullptr));
   }
   // An all-reduce that rank 0, gone, never joins: it fails instead of hanging.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "src/core/clock.h"
@@ -85,6 +86,18 @@ struct ReqState {
 static_assert(sizeof(ReqState) <= sizeof(Request::internal));
 ReqState& state(Request* r) { return *reinterpret_cast<ReqState*>(r->internal); }
 
+// What UCX reserves in each of its requests for us (the request handle points at it):
+// `orphaned` is set when the Request it was posted for may no longer exist, because
+// cancelAll() gave up waiting for its callback; the callback, which UCX may still run as
+// late as ucp_worker_destroy, then frees the UCP request and touches nothing else. UCX
+// initialises a request's space once, when it first allocates it, so the callback clears
+// the flag before the request goes back to UCX's pool.
+struct HandleSlot {
+  bool orphaned;
+};
+void initSlot(void* request) { static_cast<HandleSlot*>(request)->orphaned = false; }
+bool takeOrphaned(void* handle) { return std::exchange(static_cast<HandleSlot*>(handle)->orphaned, false); }
+
 class UcxEndpoint final : public Endpoint {
  public:
   UcxEndpoint(int rank, int nranks, std::vector<bool> sameHost)
@@ -152,8 +165,10 @@ Status UcxEndpoint::open(const Options& options) {
     return ucxFail("ucp_config_modify(NET_DEVICES)", s);
   }
   ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_REQUEST_INIT;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.request_size = sizeof(HandleSlot);
+  params.request_init = initSlot;
   s = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (s != UCS_OK) return ucxFail("ucp_init", s);
@@ -233,13 +248,13 @@ void UcxEndpoint::finish(Request* r, ucs_status_t s, size_t bytes) {
 
 void UcxEndpoint::sent(void* handle, ucs_status_t s, void* user) {
   auto* r = static_cast<Request*>(user);
-  state(r).owner->finish(r, s, 0);
+  if (!takeOrphaned(handle)) state(r).owner->finish(r, s, 0);
   ucp_request_free(handle);
 }
 
 void UcxEndpoint::received(void* handle, ucs_status_t s, const ucp_tag_recv_info_t* info, void* user) {
   auto* r = static_cast<Request*>(user);
-  state(r).owner->finish(r, s, s == UCS_OK && info ? info->length : 0);
+  if (!takeOrphaned(handle)) state(r).owner->finish(r, s, s == UCS_OK && info ? info->length : 0);
   ucp_request_free(handle);
 }
 
@@ -338,6 +353,16 @@ void UcxEndpoint::cancelAll() {
     return false;
   };
   while (pending() && !d.expired()) ucp_worker_progress(worker_);
+  // A send queued to a peer that never answered is not cancellable: UCX completes it when
+  // the worker is destroyed, after the Request is gone. Its callback must not touch it.
+  int orphaned = 0;
+  for (Request* r : outstanding_)
+    if (!state(r).completed && state(r).handle) {
+      static_cast<HandleSlot*>(state(r).handle)->orphaned = true;
+      ++orphaned;
+    }
+  if (orphaned)
+    TEMPO_INFO(log::Net, "ucx rank %d: %d transfers still pending 5 s after the abort are left to UCX", rank_, orphaned);
   outstanding_.clear();
   finished_.clear();
 }
