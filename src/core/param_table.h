@@ -65,9 +65,8 @@ TEMPO_PARAM(NetLargeBytes, "TEMPO_NET_LARGE_BYTES", Int, "262144",
             "over libfabric tcp, shorter ones over UCX")
 TEMPO_PARAM(ShmEager, "TEMPO_SHM_EAGER", Int, "-1",
             "Tempo's shm: messages up to this many bytes (at most 131008) travel inline through the "
-            "shared ring, copied in by the sender and out by the receiver; larger ones are moved once, "
-            "by the receiver (-1: 16384, or 65536 where cross-memory attach is unavailable or local ranks "
-            "outnumber cores)")
+            "shared ring, copied in by the sender and out by the receiver; larger ones are announced and "
+            "then pulled or streamed (TEMPO_SHM_CMA) (-1: 65536)")
 TEMPO_PARAM(ShmSplit, "TEMPO_SHM_SPLIT", Int, "262144",
             "Tempo's shm: a message pulled by cross-memory attach of at least this many bytes is moved by "
             "both processes at once, the receiver reading one half while the sender writes the other (0: off)")

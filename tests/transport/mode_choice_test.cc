@@ -1,5 +1,5 @@
 // The shm receiver's choice between streaming a large message and pulling it: both ways are
-// timed before either is preferred, the faster is used, the slower is still tried now and
+// timed, after their cold first moves, before either is preferred, the faster is used, the slower is still tried now and
 // then, and a change of the machine is followed.
 #include "transports/shm/mode_choice.h"
 
@@ -19,20 +19,35 @@ Mode moveOne(ModeChooser& c, size_t bytes, double streamNsPerByte, double pullNs
   return m;
 }
 
+// Both ways' warm-up moves for `bytes`, at the given costs.
+void warmUp(ModeChooser& c, size_t bytes, double streamNsPerByte, double pullNsPerByte) {
+  for (uint32_t i = 0; i < 2 * ModeChooser::kWarmup; ++i) moveOne(c, bytes, streamNsPerByte, pullNsPerByte);
+}
+
 TEST(ModeChooser, TakesTurnsUntilBothWaysAreTimed) {
   ModeChooser c;
   int pulls = 0, streams = 0;
-  for (uint32_t i = 0; i < 2 * ModeChooser::kMinSamples; ++i) {
+  for (uint32_t i = 0; i < 2 * (ModeChooser::kWarmup + ModeChooser::kMinSamples); ++i) {
     EXPECT_FALSE(c.decided(kMsg));
     (moveOne(c, kMsg, 1.0, 1.0) == ModeChooser::Pull ? pulls : streams)++;
   }
-  EXPECT_EQ(pulls, int(ModeChooser::kMinSamples));
-  EXPECT_EQ(streams, int(ModeChooser::kMinSamples));
+  EXPECT_EQ(pulls, int(ModeChooser::kWarmup + ModeChooser::kMinSamples));
+  EXPECT_EQ(streams, int(ModeChooser::kWarmup + ModeChooser::kMinSamples));
   EXPECT_TRUE(c.decided(kMsg));
+}
+
+TEST(ModeChooser, ColdFirstMovesDoNotDecide) {
+  ModeChooser c;
+  warmUp(c, kMsg, 0.2, 4.0);  // the first pulls of a buffer: 20x their steady cost
+  for (uint32_t i = 0; i < 2 * ModeChooser::kMinSamples; ++i) moveOne(c, kMsg, 0.2, 0.1);
+  ASSERT_TRUE(c.decided(kMsg));
+  EXPECT_EQ(c.preferred(kMsg), ModeChooser::Pull);
+  EXPECT_NEAR(c.medianCost(ModeChooser::Pull, kMsg), 0.1, 1e-4);  // the cold 4.0 never counted
 }
 
 TEST(ModeChooser, UsesTheFasterWayAndTriesTheSlowerOnceInKExploreFarWhenTheGapIsWide) {
   ModeChooser c;
+  warmUp(c, kMsg, 0.1, 0.2);
   for (uint32_t i = 0; i < 2 * ModeChooser::kMinSamples; ++i) moveOne(c, kMsg, 0.1, 0.2);  // streaming 2x faster
   ASSERT_EQ(c.preferred(kMsg), ModeChooser::Stream);
   int pulls = 0;
@@ -44,6 +59,7 @@ TEST(ModeChooser, UsesTheFasterWayAndTriesTheSlowerOnceInKExploreFarWhenTheGapIs
 
 TEST(ModeChooser, ExploresOnceInKExploreCloseWhenTheWaysAreClose) {
   ModeChooser c;
+  warmUp(c, kMsg, 0.11, 0.10);
   for (uint32_t i = 0; i < 2 * ModeChooser::kMinSamples; ++i) moveOne(c, kMsg, 0.11, 0.10);
   ASSERT_EQ(c.preferred(kMsg), ModeChooser::Pull);
   int streams = 0;
@@ -54,6 +70,7 @@ TEST(ModeChooser, ExploresOnceInKExploreCloseWhenTheWaysAreClose) {
 
 TEST(ModeChooser, OneSlowMessageDoesNotTurnTheChoice) {
   ModeChooser c;
+  warmUp(c, kMsg, 0.2, 0.1);
   for (uint32_t i = 0; i < 2 * ModeChooser::kMinSamples; ++i) moveOne(c, kMsg, 0.2, 0.1);
   for (int i = 0; i < 20; ++i) moveOne(c, kMsg, 0.2, 0.1);
   c.record(ModeChooser::Pull, kMsg, int64_t(kMsg) * 50);  // one preempted pull
@@ -97,6 +114,7 @@ TEST(ModeChooser, SizeClassesAreTimedApart) {
 
 TEST(ModeChooser, TimingsThatCannotBeAreIgnored) {
   ModeChooser c;
+  warmUp(c, kMsg, 0.2, 0.1);
   c.record(ModeChooser::Pull, 0, 100);
   c.record(ModeChooser::Pull, kMsg, -5);
   EXPECT_EQ(c.medianCost(ModeChooser::Pull, kMsg), 0.0f);

@@ -7,12 +7,16 @@
 // memory) could not tell, and two processes of one job read it differently. So the receiver
 // times the messages it actually moves, per size class, and keeps choosing the faster way.
 //
-// Policy per size class (a power of two of bytes): until each way has kMinSamples
-// timings, the ways take turns; then the one whose median cost per byte over its last
-// kWindow messages is lower is used, and every kExploreClose-th message (kExploreFar-th when
-// one way is more than 1.25x the other) goes the other way, so that a change of the
-// machine's mood is noticed. The cost of exploring is bounded by 1/kExploreFar of a
-// message's time where the choice is clear.
+// Policy per size class (a power of two of bytes): the first kWarmup moves each way makes
+// are not timed (the first pulls of a buffer took 7-34x their steady cost on these VMs:
+// 64 KiB 89-168 us, then about 5; 256 KiB 205-240 us, then 10-16; 1 MiB 234-279 us, then
+// 27-66; the first streams up to 3x; kept, they decided a class against pulling before its
+// steady cost was seen); until each way has kMinSamples timings after that, the ways take
+// turns; then the one whose median cost per byte over its last kWindow messages is lower is
+// used, and every kExploreClose-th message (kExploreFar-th when one way is more than 1.25x
+// the other) goes the other way, so that a change of the machine's mood is noticed. The
+// cost of exploring is bounded by 1/kExploreFar of a message's time where the choice is
+// clear.
 //
 // Not thread-safe: one per peer, used by the endpoint's progress thread. No allocation.
 #pragma once
@@ -28,6 +32,7 @@ class ModeChooser {
  public:
   enum Mode : uint8_t { Stream = 0, Pull = 1 };
   static constexpr int kClasses = 48;
+  static constexpr uint32_t kWarmup = 4;
   static constexpr uint32_t kWindow = 8;
   static constexpr uint32_t kMinSamples = 3;
   static constexpr uint32_t kExploreClose = 16;
@@ -40,17 +45,19 @@ class ModeChooser {
   Mode pick(size_t bytes) {
     Class& c = classes_[classOf(bytes)];
     const uint32_t nth = ++c.picks;
-    if (!c.decided()) return c.ways[Pull].n <= c.ways[Stream].n ? Pull : Stream;
+    if (!c.decided()) return c.ways[Pull].moves <= c.ways[Stream].moves ? Pull : Stream;
     float ratio = 1;
     const Mode best = c.better(&ratio);
     const uint32_t every = ratio > 1.25f ? kExploreFar : kExploreClose;
     return nth % every == 0 ? Mode(1 - best) : best;
   }
 
-  // Records that a message of `bytes` took `ns` from its match to its completion by `mode`.
+  // Records that a message of `bytes` took `ns` from its match to its completion by `mode`
+  // (one of the way's first kWarmup in its class: counted, not kept).
   void record(Mode mode, size_t bytes, int64_t ns) {
     if (!bytes || ns < 0) return;
     Way& w = classes_[classOf(bytes)].ways[mode];
+    if (w.moves++ < kWarmup) return;
     w.cost[w.n++ % kWindow] = float(double(ns) / double(bytes));
   }
 
@@ -64,7 +71,8 @@ class ModeChooser {
  private:
   struct Way {
     float cost[kWindow] = {};
-    uint32_t n = 0;  // timings recorded; the last min(n, kWindow) are in `cost`
+    uint32_t moves = 0;  // timings reported, warm-up included
+    uint32_t n = 0;      // timings kept; the last min(n, kWindow) are in `cost`
     float median() const {
       const uint32_t k = std::min(n, kWindow);
       if (!k) return 0;

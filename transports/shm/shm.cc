@@ -385,15 +385,17 @@ class ShmEndpoint final : public Endpoint {
   uint32_t idlePasses_ = 0;         // progress() calls that completed nothing
   const size_t splitMin_ = size_t(std::max<int64_t>(0, param::ShmSplit()));
   uint64_t probe_ = 0;
-  // TEMPO_SHM_EAGER, or -1: 16 KiB where the receiver can pull larger messages with one
-  // copy and every local rank has a core (measured here, 2 processes: a 32 KiB message
-  // moves faster pulled than copied in and out); 64 KiB where they stream through the ring
-  // anyway, or where ranks share cores (4 processes on 2 cores, 64 KiB broadcast: 15-17 us
-  // eager, 20 us pulled, as a sender that need not wait for its receiver to be scheduled
-  // is done sooner).
-  size_t eagerLimit(bool cma) const {
+  // TEMPO_SHM_EAGER, or -1: 64 KiB. An eager message costs one copy on each side and no
+  // handshake; above the limit a message pays a round trip (ready-to-send, then a pull or
+  // clear-to-send) before any byte moves. Measured here, 2 processes
+  // (`broadcast_perf -n 200`, busbw GB/s, limit 16 KiB against 64 KiB, three alternating
+  // runs): 32 KiB 5.9-6.4 against 10.1-10.5, 64 KiB 9.7-9.9 against 15.9-17.3, and the
+  // all-reduce, all-gather and reduce-scatter at 64 KiB gained as well; on another day a
+  // 32 KiB pull had beaten a 32 KiB eager copy (3.8 against 5.0 us), and the limit was 16
+  // KiB where pulling is possible; today's pulls of 64 KiB cost 5-12 us after their handshake.
+  size_t eagerLimit() const {
     const int64_t v = param::ShmEager();
-    return std::min<size_t>(kMaxInline, v < 0 ? (cma && !shareCores() ? 16384 : 65536) : size_t(v));
+    return std::min<size_t>(kMaxInline, v < 0 ? 65536 : size_t(v));
   }
   // Whether this host's local ranks outnumber its cores.
   bool shareCores() const { return long(expectedPeers_) + 1 > sysconf(_SC_NPROCESSORS_ONLN); }
@@ -458,7 +460,7 @@ Status ShmEndpoint::connect(int peer, std::span<const std::byte> bytes) {
                  "stream through shared memory", rank_, a.pid, strerror(errno));
   }
   p.adaptive = p.cma && cmaMode == 2;
-  p.eagerMax = eagerLimit(p.cma);
+  p.eagerMax = eagerLimit();
   p.connected = true;
   p.remoteHeader->attached.fetch_add(1, std::memory_order_acq_rel);
   TEMPO_INFO(log::Net | log::Shm, "shm: rank %d -> %d (pid %u) eager <= %zu B, larger %s", rank_, peer, a.pid,

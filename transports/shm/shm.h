@@ -3,8 +3,8 @@
 // Each endpoint owns one POSIX shared-memory region holding an inbound ring per peer; a
 // sender writes into the ring the receiver keeps for it, and rings the receiver's doorbell
 // (a futex in the region) when the receiver sleeps. Messages up to TEMPO_SHM_EAGER bytes
-// (16 KiB; 64 KiB without cross-memory attach) travel inline in consecutive slots (eager:
-// the sender copies in and is done, the receiver copies out); an arrival no receive has
+// (64 KiB) travel inline in consecutive slots (eager: the sender copies in and is done, the
+// receiver copies out); an arrival no receive has
 // claimed is copied out of the ring only up to a bound, beyond which it waits in the ring
 // and the full ring holds the sender back. Larger ones are announced (ready-to-send) and,
 // once a receive matches, pulled by the receiver straight from the sender's buffer with
