@@ -26,6 +26,9 @@
 #                                  get the same settings. Leaves out the RSS-flatness check
 #                                  (ASan's quarantine holds freed memory by design) and the
 #                                  straggler timings (ASan's slowdown is not a straggler's).
+#   scripts/sanitize.sh multiproc-thread
+#                                  The same suite under TSan, in build-tsan: every worker's
+#                                  progress, heartbeat and bootstrap threads beside the caller.
 # SANITIZE_BUILD_DIR overrides the build directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,9 +48,14 @@ case "$mode" in
       exclude+="|OneGiBMessage"
     fi
     ;;
-  multiproc)
-    build=${SANITIZE_BUILD_DIR:-build-asan}
-    sanitize=address,undefined
+  multiproc|multiproc-thread)
+    if [ "$mode" = multiproc ]; then
+      build=${SANITIZE_BUILD_DIR:-build-asan}
+      sanitize=address,undefined
+    else
+      build=${SANITIZE_BUILD_DIR:-build-tsan}
+      sanitize=thread
+    fi
     targets=(mp_test mp_worker)
     labels="multiproc"
     include="MultiProcess"
@@ -66,7 +74,7 @@ case "$mode" in
     exclude="^(tempo_topo_|abi_|install_)|ModeChooser|OneGiBMessage"
     ;;
   *)
-    echo "usage: scripts/sanitize.sh [address|ci|thread|multiproc]" >&2
+    echo "usage: scripts/sanitize.sh [address|ci|thread|multiproc|multiproc-thread]" >&2
     exit 2
     ;;
 esac
@@ -85,7 +93,7 @@ export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizer/lsan.supp
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # UCX's memory hooks (libucm) intercept madvise in exiting threads, where TSan's own
 # interceptors crash: TSan runs without them.
-[ "$mode" = thread ] && export UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none
+[[ "$mode" = *thread ]] && export UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizer/tsan.supp"
 # ctest knows only the tests of the targets built here (their lists come from the builds).
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L "$labels" -R "${include:-.}" -E "$exclude" \
