@@ -69,7 +69,9 @@ std::string SockAddr::toString() const {
   }
   if (family() == AF_INET6) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(port());
+    std::string out = "[";  // appended, not "[" + string: GCC 12 warns falsely (-Wrestrict) on the latter
+    out.append(host).append("]:").append(std::to_string(port()));
+    return out;
   }
   return "<no address>";
 }

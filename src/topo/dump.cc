@@ -17,7 +17,10 @@ std::string dumpTopology(const SwitchMap& map, std::span<const std::string> host
     auto list = [&](const char* key, auto begin, auto end, auto name) {
       if (begin == end) return;
       out += std::string(" ") + key + "=";
-      for (auto it = begin; it != end; ++it) out += (it == begin ? "" : ",") + name(*it);
+      for (auto it = begin; it != end; ++it) {
+        if (it != begin) out += ',';
+        out += name(*it);  // not "," + name(...): GCC 12 warns falsely (-Wrestrict) on that
+      }
     };
     list("Nodes", s.hosts.begin(), s.hosts.end(), [](const std::string& h) { return h; });
     list("Switches", s.children.begin(), s.children.end(), [&](int c) { return map.switches[size_t(c)].name; });
