@@ -22,7 +22,7 @@
 //  - Float32, Float64: native IEEE-754 arithmetic in that type, round to nearest even.
 //  - Float16, Bfloat16, Float8e4m3, Float8e5m2: both operands are converted to float
 //    (exactly), the operation is done once in float, and the float result is rounded once
-//    back to the type, to nearest even (kernels/cpu/float_convert.h). Overflow: Float16 and
+//    back to the type, to nearest even (kernels/float_convert.h). Overflow: Float16 and
 //    Bfloat16 round to +-infinity; the fp8 types saturate finite results to +-max finite
 //    (E4M3 448, E5M2 57344), as NCCL's fp8 reductions do (__NV_SATFINITE). E4M3 has no
 //    infinity, so an infinite float result also becomes +-448; E5M2 keeps infinities.

@@ -16,6 +16,7 @@ packages=(
   libbenchmark-dev                     # bench/micro
   openmpi-bin libopenmpi-dev           # mpirun launching and the MPI_Allreduce peer
   iproute2 procps                      # tests read /proc; ip(8) and tc(8) build the fabric testbed
+  hipcc libamdhip64-dev                # the HIP device kernels (kernels/hip), built for AMD GPUs
 )
 
 missing=()

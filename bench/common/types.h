@@ -4,7 +4,7 @@
 // Names and order are nccl-tests' (test_typenames / test_opnames), so `-d all` and `-o all`
 // iterate exactly as nccl-tests does; rccl-tests' fp8_e4m3 / fp8_e5m2 are accepted as
 // aliases. The codecs are written here on purpose: the validation oracle must not share code
-// with the library it checks (kernels/cpu/float_convert.h).
+// with the library it checks (kernels/float_convert.h).
 #pragma once
 
 #include <cstddef>

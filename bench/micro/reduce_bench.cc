@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/float_convert.h"
+#include "kernels/float_convert.h"
 #include "kernels/reduce.h"
 
 namespace {

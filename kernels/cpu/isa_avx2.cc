@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/float_convert.h"
+#include "kernels/float_convert.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

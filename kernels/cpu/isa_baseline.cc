@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/float_convert.h"
+#include "kernels/float_convert.h"
 
 namespace tempo::kernels::cpu {
 namespace baseline {

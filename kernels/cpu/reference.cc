@@ -8,7 +8,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/cpu/float_convert.h"
+#include "kernels/float_convert.h"
 #include "kernels/reduce.h"
 
 namespace tempo::kernels::ref {

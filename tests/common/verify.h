@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/float_convert.h"
+#include "kernels/float_convert.h"
 #include "src/core/dtype.h"
 
 namespace tempo::testing {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/float_convert.h"
+#include "kernels/float_convert.h"
 #include "kernels/reduce.h"
 
 namespace tempo::kernels {

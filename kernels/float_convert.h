@@ -1,5 +1,7 @@
 // Scalar conversions between float and the narrow floating formats Tempo reduces:
-// IEEE binary16 ("half"), bfloat16, and the OCP 8-bit formats E4M3 ("E4M3FN") and E5M2.
+// IEEE binary16 ("half"), bfloat16, the OCP 8-bit formats E4M3 ("E4M3FN") and E5M2, and
+// AMD's FNUZ variants of the two (E4M3FNUZ, E5M2FNUZ; used by the device kernels on
+// gfx940-gfx942).
 // Narrow values travel as their bit patterns (uint16_t / uint8_t).
 //
 // Contract, shared by the reference and the vectorised reducers (see kernels/reduce.h):
@@ -15,7 +17,9 @@
 //  - The conversions do not depend on the floating-point environment (rounding mode,
 //    flush-to-zero): they are integer code plus exact power-of-two scalings.
 // Everything here is constexpr, so tests can check tables at compile time, and is cheap
-// enough to inline into vectorised loops.
+// enough to inline into vectorised loops. Shared by the host reducers (kernels/cpu) and the
+// device kernels (kernels/hip), which call these same functions on the GPU (constexpr
+// functions are callable from device code under hipcc and nvcc --expt-relaxed-constexpr).
 #pragma once
 
 #include <array>
@@ -156,6 +160,41 @@ constexpr uint8_t floatToFp8e5m2(float f) {
   const uint32_t special = isNanBits(u) ? nan : 0x7Cu;  // infinity stays infinity
   return uint8_t(sign | (mag >= 0x7F800000u ? special : finite));
 }
+
+// ---- FNUZ fp8 (AMD gfx940-gfx942): the same fields with the bias one higher, and no
+// infinities, no negative zero: 0x80, the pattern of -0, is the only NaN ----
+//
+// Decoding: every pattern but 0x80 is finite. Encoding: ties to even as above; finite
+// overflow and infinities saturate to +-max finite (E4M3FNUZ 240, E5M2FNUZ 57344), NaN
+// becomes 0x80, and a result that rounds to zero is +0 whatever its sign.
+
+inline constexpr uint8_t kFnuzNan = 0x80u;
+
+constexpr float fp8e4m3FnuzToFloat(uint8_t v) {
+  using namespace convert_detail;
+  if (v == kFnuzNan) return bitsToFloat(kCanonicalNanF32);
+  return decodeFinite(v >> 7, (v >> 3) & 0xF, v & 0x7, 3, 8);
+}
+
+constexpr float fp8e5m2FnuzToFloat(uint8_t v) {
+  using namespace convert_detail;
+  if (v == kFnuzNan) return bitsToFloat(kCanonicalNanF32);
+  return decodeFinite(v >> 7, (v >> 2) & 0x1F, v & 0x3, 2, 16);
+}
+
+namespace convert_detail {
+// Rounds to an FNUZ format with M mantissa bits and the given bias (largest code 0x7F).
+constexpr uint8_t floatToFnuz(float f, int M, int bias) {
+  const uint32_t u = floatToBits(f);
+  const uint32_t code = roundMagnitude(u & 0x7FFFFFFFu, M, bias);
+  const uint32_t finite = code > 0x7Fu ? 0x7Fu : code;  // overflow and inf saturate
+  const uint32_t sign = finite == 0 ? 0u : (u >> 24) & 0x80u;  // no -0: it would be NaN
+  return uint8_t(isNanBits(u) ? kFnuzNan : (sign | finite));
+}
+}  // namespace convert_detail
+
+constexpr uint8_t floatToFp8e4m3Fnuz(float f) { return convert_detail::floatToFnuz(f, 3, 8); }
+constexpr uint8_t floatToFp8e5m2Fnuz(float f) { return convert_detail::floatToFnuz(f, 2, 16); }
 
 // ---- decode tables (the baseline fp8 loops look values up instead of decoding) ----
 
