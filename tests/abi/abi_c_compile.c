@@ -2,13 +2,17 @@
  * Compiled as strict C (-std=c99 / -std=c11 -pedantic -Werror, see CMakeLists.txt) so that
  * anything in the public header that is not plain C breaks the build. ABI_C_HEADER picks the
  * header: 1 = <rccl/rccl.h>, 2 = the <rccl.h> wrapper, 3 = the <nccl.h> shim, 4 = Tempo's
- * <tempo/tempo.h> extensions (which include <rccl/rccl.h>).
+ * <tempo/tempo.h> extensions (which include <rccl/rccl.h>), 5 = the CUDA build's NCCL-ABI
+ * <nccl.h> (every stream parameter a cudaStream_t).
  *
  * Besides parsing, it checks in C what a C program relies on: the initializers, a few
  * layout facts, and (by assigning to exactly typed function pointers, which is a constraint
  * violation when the types differ) the prototypes of a representative set of functions.
  */
-#if ABI_C_HEADER == 2
+#if ABI_C_HEADER == 5
+#include <nccl.h> /* the CUDA build's generated NCCL-ABI header: cudaStream_t */
+#define ABI_STREAM cudaStream_t
+#elif ABI_C_HEADER == 2
 #include <rccl.h>
 #elif ABI_C_HEADER == 3
 #include <nccl.h>
@@ -19,6 +23,10 @@
 #endif
 
 #include <stddef.h>
+
+#ifndef ABI_STREAM
+#define ABI_STREAM hipStream_t
+#endif
 
 /* C99 has no _Static_assert: a negative array size is the portable compile-time check. */
 #define ABI_C_ASSERT(name, cond) typedef char abi_c_assert_##name[(cond) ? 1 : -1]
@@ -53,24 +61,24 @@ int abi_c_compile_probe(void) {
   ncclWindow_t win = NULL;
   ncclParamHandle_t param = NULL;
   mscclAlgoHandle_t algo = 0;
-  hipStream_t stream = NULL;
+  ABI_STREAM stream = NULL;
 
   ncclResult_t (*allReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                            hipStream_t) = ncclAllReduce;
+                            ABI_STREAM) = ncclAllReduce;
   ncclResult_t (*initRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*) =
       pncclCommInitRankConfig;
   ncclResult_t (*alltoallv)(const void*, const size_t*, const size_t*, void*, const size_t*,
-                            const size_t*, ncclDataType_t, ncclComm_t, hipStream_t) =
+                            const size_t*, ncclDataType_t, ncclComm_t, ABI_STREAM) =
       ncclAlltoAllv;
   ncclResult_t (*putSignal)(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int,
-                            int, unsigned int, ncclComm_t, hipStream_t) = ncclPutSignal;
+                            int, unsigned int, ncclComm_t, ABI_STREAM) = ncclPutSignal;
   ncclResult_t (*groupStart)(void) = ncclGroupStart;
   const char* (*lastError)(ncclComm_t) = ncclGetLastError;
   ncclResult_t (*paramGetU64)(ncclParamHandle_t, uint64_t*) = ncclParamGetU64;
   void (*paramDumpAll)(void) = ncclParamDumpAll;
   ncclResult_t (*runAlgo)(const void*, const size_t*, const size_t*, void*, const size_t*,
                           const size_t*, size_t, ncclDataType_t, int, int, ncclRedOp_t,
-                          mscclAlgoHandle_t, ncclComm_t, hipStream_t) = pmscclRunAlgo;
+                          mscclAlgoHandle_t, ncclComm_t, ABI_STREAM) = pmscclRunAlgo;
 #ifdef NCCL_OS_LINUX
   /* Deprecated (both names), so naming it warns: silence that for this one type check. */
 #pragma GCC diagnostic push

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the dynamic symbol table of librccl against the public header:
-#   (a) the SONAME is librccl.so.1;
+#   (a) the SONAME is librccl.so.1 (or the 4th argument: libnccl.so.2 for the CUDA build);
 #   (b) every C function declared in the header is exported as a weak ncclX/msccl* (nm type W)
 #       with a strong pX twin (type T) at the same address, and every C++ function declared
 #       after the extern "C" block (ncclCommDump) is exported, mangled, as a strong symbol;
@@ -11,12 +11,13 @@
 #       library cannot drift apart in either direction).
 # The function lists are read from the headers themselves, so they can never be stale.
 #
-# usage: exports_test.sh <path/to/librccl.so.1> <path/to/include/rccl/rccl.h> <path/to/include/tempo/tempo.h>
+# usage: exports_test.sh <path/to/librccl.so.1> <path/to/include/rccl/rccl.h> <path/to/include/tempo/tempo.h> [soname]
 set -euo pipefail
 
 lib=${1:?usage: exports_test.sh <librccl.so> <rccl.h>}
 header=${2:?usage: exports_test.sh <librccl.so> <rccl.h> <tempo.h>}
 ext_header=${3:?usage: exports_test.sh <librccl.so> <rccl.h> <tempo.h>}
+want_soname=${4:-librccl.so.1}
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
@@ -29,7 +30,7 @@ done
 
 # ---- (a) SONAME ----
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
-[[ $soname == librccl.so.1 ]] || fail "SONAME is '${soname:-<none>}', expected librccl.so.1"
+[[ $soname == "$want_soname" ]] || fail "SONAME is '${soname:-<none>}', expected $want_soname"
 
 # ---- names declared in the header ----
 # A declaration starts in column 0 with its return type, then the name and '('. The extern "C"
