@@ -37,8 +37,9 @@ case "$mode" in
   address|ci)
     build=${SANITIZE_BUILD_DIR:-build-asan}
     sanitize=address,undefined
-    targets=(reduce_test core_test ring_test wire_test config_test regions_test clock_test transport_test
-             mode_choice_test fault_test fuzz_unique_id_replay fuzz_frame_replay fuzz_sockaddr_replay)
+    targets=(reduce_test gpu_element_test core_test ring_test wire_test config_test regions_test clock_test
+             transport_test mode_choice_test fault_test fuzz_unique_id_replay fuzz_frame_replay
+             fuzz_sockaddr_replay)
     # The unit label also holds checks of the installed tools and exports, not built here.
     labels="unit|transport"
     exclude="^(tempo_topo_|abi_|install_)"
@@ -66,7 +67,7 @@ case "$mode" in
     sanitize=thread
     targets=(allreduce_test collectives_test split_test redop_test shrink_grow_test bad_input_test memory_test
              noalloc_test async_test fault_injection_test mismatch_test soak_test fault_test bootstrap_test
-             transport_test)
+             transport_test device_buffers_test)
     labels="coll|transport"
     # A 1 GiB message per transport takes many minutes under TSan. (The heaviest case left in,
     # the mismatch suite's over libfabric, fails 56 ranks' communicators in one process, each

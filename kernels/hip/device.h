@@ -54,6 +54,11 @@ Status setDevice(int ordinal);
 // OCP on NVIDIA and on AMD GPUs other than gfx940-gfx942, FNUZ on those (as RCCL).
 Fp8Encoding defaultFp8Encoding(const DeviceInfo& info);
 
+// Whether `p` is device memory the host cannot access directly. Host, registered (pinned)
+// and managed memory are not, nor is an address the runtime does not know (host memory it
+// never saw), as NCCL treats it.
+Result<bool> isDevicePointer(const void* p);
+
 // ---- memory (RAII owner below) ----
 Result<void*> allocate(size_t bytes);
 Status release(void* ptr);
@@ -61,6 +66,11 @@ Status release(void* ptr);
 // order; the host side must stay valid until the stream reaches the copy.
 Status copyAsync(void* dst, const void* src, size_t bytes, void* stream);
 Status synchronize(void* stream);
+// Stream-ordered events (created without timing) and host functions, as in DeviceApi.
+Result<void*> recordEvent(void* stream);
+Result<bool> eventDone(void* event);
+Status destroyEvent(void* event);
+Status launchHostFunc(void* stream, void (*fn)(void*), void* arg);
 
 // Owns one device allocation; moves, never copies.
 class DeviceBuffer {

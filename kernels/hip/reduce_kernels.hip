@@ -14,6 +14,7 @@
 // multiprocessor (a grid-stride loop does the rest), enough to keep the memory system busy.
 #include <atomic>
 #include <cstring>
+#include <memory>
 
 #include "kernels/hip/device.h"
 #include "kernels/hip/portability.h"
@@ -165,6 +166,31 @@ Fp8Encoding defaultFp8Encoding(const DeviceInfo& info) {
   return Fp8Encoding::Ocp;
 }
 
+Result<bool> isDevicePointer(const void* p) {
+#if defined(TEMPO_GPU_HIP)
+  hipPointerAttribute_t attr;
+  std::memset(&attr, 0, sizeof attr);
+  if (hipPointerGetAttributes(&attr, p) != hipSuccess) {
+    (void)hipGetLastError();  // HIP 5 refuses memory it never saw: that is host memory
+    return false;
+  }
+#if HIP_VERSION_MAJOR >= 6
+  const hipMemoryType type = attr.type;
+#else
+  const hipMemoryType type = attr.memoryType;
+#endif
+  return type == hipMemoryTypeDevice && !attr.isManaged;
+#else
+  cudaPointerAttributes attr;
+  std::memset(&attr, 0, sizeof attr);
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice;
+#endif
+}
+
 Result<void*> allocate(size_t bytes) {
   void* p = nullptr;
   TEMPO_TRY(check(TEMPO_GPU(Malloc)(&p, bytes == 0 ? 1 : bytes), "Malloc"));
@@ -186,6 +212,58 @@ Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) {
 Status synchronize(void* stream) {
   return check(TEMPO_GPU(StreamSynchronize)(static_cast<gpuStream_t>(stream)), "StreamSynchronize");
 }
+
+Result<void*> recordEvent(void* stream) {
+  TEMPO_GPU(Event_t) event = nullptr;
+  TEMPO_TRY(check(TEMPO_GPU(EventCreateWithFlags)(&event, TEMPO_GPU(EventDisableTiming)), "EventCreateWithFlags"));
+  const Status s = check(TEMPO_GPU(EventRecord)(event, static_cast<gpuStream_t>(stream)), "EventRecord");
+  if (!ok(s)) {
+    (void)TEMPO_GPU(EventDestroy)(event);
+    return s;
+  }
+  return static_cast<void*>(event);
+}
+
+Result<bool> eventDone(void* event) {
+  const gpuError_t e = TEMPO_GPU(EventQuery)(static_cast<TEMPO_GPU(Event_t)>(event));
+  if (e == TEMPO_GPU(ErrorNotReady)) {
+    (void)TEMPO_GPU(GetLastError)();
+    return false;
+  }
+  TEMPO_TRY(check(e, "EventQuery"));
+  return true;
+}
+
+Status destroyEvent(void* event) {
+  return check(TEMPO_GPU(EventDestroy)(static_cast<TEMPO_GPU(Event_t)>(event)), "EventDestroy");
+}
+
+#if defined(TEMPO_GPU_HIP)
+// Debian's HIP 5.2 declares hipLaunchHostFunc but its library lacks it: a stream callback
+// that calls the function serves the same purpose.
+namespace {
+struct HostCall {
+  void (*fn)(void*);
+  void* arg;
+};
+void runHostCall(hipStream_t, hipError_t, void* call) {
+  std::unique_ptr<HostCall> c(static_cast<HostCall*>(call));
+  c->fn(c->arg);
+}
+}  // namespace
+
+Status launchHostFunc(void* stream, void (*fn)(void*), void* arg) {
+  auto call = std::make_unique<HostCall>(HostCall{fn, arg});
+  TEMPO_TRY(check(hipStreamAddCallback(static_cast<hipStream_t>(stream), runHostCall, call.get(), 0),
+                  "StreamAddCallback"));
+  call.release();  // runHostCall owns it now
+  return Status::Success;
+}
+#else
+Status launchHostFunc(void* stream, void (*fn)(void*), void* arg) {
+  return check(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), fn, arg), "LaunchHostFunc");
+}
+#endif
 
 Result<DeviceBuffer> DeviceBuffer::create(size_t bytes) {
   TEMPO_ASSIGN(void* p, allocate(bytes));

@@ -405,7 +405,10 @@ NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
       std::lock_guard<std::timed_mutex> drive(raw->driveMutex());
       return raw->finalize();
     };
-    if (raw->blocking()) return finalize();
+    if (raw->blocking()) {
+      raw->waitStreamWork();  // the stream-ordered calls before it are part of what it completes
+      return finalize();
+    }
     if (!raw->beginAsync())
       return fail(Status::InvalidArgument, "ncclCommFinalize: comm %p: a previous operation is still in progress", comm);
     raw->runAsync(finalize);
@@ -421,6 +424,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
     // finalize if the application did not call it. Resources are released whatever state
     // the communicator was in.
     c->waitAsync();
+    c->waitStreamWork();
     {
       std::lock_guard<std::timed_mutex> drive(c->driveMutex());
       if (!c->finalized()) (void)c->finalize();

@@ -847,6 +847,23 @@ void Communicator::endAsync(Status s) {
   asyncCv_.notify_all();
 }
 
+void Communicator::beginStreamWork() {
+  std::lock_guard<std::mutex> lock(asyncMu_);
+  ++streamWork_;
+}
+
+void Communicator::endStreamWork() {
+  // Notifies under the lock: the waiter may destroy this communicator once it sees 0.
+  std::lock_guard<std::mutex> lock(asyncMu_);
+  --streamWork_;
+  asyncCv_.notify_all();
+}
+
+void Communicator::waitStreamWork() {
+  std::unique_lock<std::mutex> lock(asyncMu_);
+  asyncCv_.wait(lock, [this] { return streamWork_ == 0; });
+}
+
 bool Communicator::waitAsyncFor(int64_t ns) {
   std::unique_lock<std::mutex> lock(asyncMu_);
   return asyncCv_.wait_for(lock, std::chrono::nanoseconds(ns),

@@ -159,6 +159,13 @@ class Communicator : public engine::Liveness {
   void postAsync(std::function<void()> job) { worker_.post(std::move(job)); }
   void runAsync(std::function<Status()> job);
   void endAsync(Status s);
+  // Stream-ordered work (calls on device buffers, src/comm/device_staging.h) posted to
+  // this communicator's worker and not yet run. A call on host buffers, ncclCommFinalize
+  // and ncclCommDestroy wait for it first (without holding the drive mutex, which the work
+  // takes), so that every rank issues its collectives in call order.
+  void beginStreamWork();
+  void endStreamWork();
+  void waitStreamWork();
   std::timed_mutex& driveMutex() { return driveMu_; }
   // Remembers the first fatal error and the calling thread's message for it, and tells
   // the ring neighbours (who forward it), so that every rank learns why.
@@ -290,7 +297,8 @@ class Communicator : public engine::Liveness {
   std::atomic<bool> suspended_{false};
   uint32_t shrinks_ = 0;  // shrinkExchange calls so far: tells one shrink's messages from the next
   std::atomic<bool> inProgress_{false};
-  std::mutex asyncMu_;  // with asyncCv_: waiting for inProgress_ to clear
+  int streamWork_ = 0;  // guarded by asyncMu_
+  std::mutex asyncMu_;  // with asyncCv_: waiting for inProgress_ to clear or streamWork_ to reach 0
   std::condition_variable asyncCv_;
   AsyncWorker worker_;  // last: joined before the members its job uses are destroyed
 };

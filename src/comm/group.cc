@@ -6,7 +6,9 @@
 #include <thread>
 #include <vector>
 
+#include "src/comm/device_staging.h"
 #include "src/core/log.h"
+#include "src/mem/device_api.h"
 
 namespace tempo::comm {
 namespace {
@@ -101,29 +103,40 @@ std::vector<Communicator*>& uniqueComms(std::span<const Item> items) {
   return u;
 }
 
-Status lockedDrive(std::span<const Item> items, std::span<Communicator* const> comms) {
+// A batch in a process with a GPU runtime, run where it is called (a nonblocking
+// communicator's worker): calls on device buffers run on host copies of them, made and
+// copied back before it returns (src/comm/device_staging.h, blocking form).
+Status driveStaged(mem::DeviceApi& gpu, std::span<const Item> items) {
+  std::vector<Item> staged(items.begin(), items.end());
+  DeviceStaging staging(gpu);
+  Status s = Status::Success;
+  for (Item& it : staged)
+    if (!ok(s = staging.stage(*it.comm, it.args))) break;
+  // Wait for the copies queued so far even after a failure: they write into `staging`.
+  const Status in = staging.waitInputs();
+  if (ok(s)) s = in;
+  TEMPO_TRY(s);
+  TEMPO_TRY(driveBatch(staged));
+  return staging.copyBack();
+}
+
+// `staged`: the items' device buffers have already been replaced by host copies.
+Status lockedDrive(std::span<const Item> items, std::span<Communicator* const> comms, bool staged = false) {
   for (Communicator* c : comms) c->driveMutex().lock();
-  Status s = driveBatch(items);
+  mem::DeviceApi* gpu = staged ? nullptr : mem::deviceApi();
+  Status s = gpu ? driveStaged(*gpu, items) : driveBatch(items);
   for (Communicator* c : comms) c->driveMutex().unlock();
   return s;
 }
 
-// A nonblocking batch, owning what the caller's arrays held at call time.
+// A batch run later on a worker, owning what the caller's arrays held at call time.
 struct AsyncBatch {
   std::vector<Item> items;
   std::vector<Communicator*> comms;
   std::vector<std::unique_ptr<size_t[]>> arrays;  // AllToAllv counts and displacements
 };
 
-Status postBatch(std::span<const Item> items, std::span<Communicator* const> comms) {
-  for (size_t i = 0; i < comms.size(); ++i) {
-    if (!comms[i]->beginAsync()) {
-      for (size_t j = 0; j < i; ++j) comms[j]->endAsync(Status::Success);
-      return fail(Status::InvalidArgument,
-                  "comm %p: attempt to use communicator before the previous operation returned ncclSuccess",
-                  static_cast<void*>(comms[i]));
-    }
-  }
+std::shared_ptr<AsyncBatch> copyBatch(std::span<const Item> items, std::span<Communicator* const> comms) {
   auto batch = std::make_shared<AsyncBatch>();
   batch->comms.assign(comms.begin(), comms.end());
   batch->items.assign(items.begin(), items.end());
@@ -136,6 +149,112 @@ Status postBatch(std::span<const Item> items, std::span<Communicator* const> com
       *field = batch->arrays.back().get();
     }
   }
+  return batch;
+}
+
+// Stream-ordered batches posted and not yet run: the streams they hold (each behind a host
+// function that waits for the batch) and the ranks they hold of which communicators.
+struct PendingBatch {
+  const void* id;
+  std::vector<void*> streams;
+  std::vector<std::pair<uint64_t, int>> ranks;  // (commHash, rank)
+};
+std::mutex g_pendingMu;
+std::vector<PendingBatch> g_pending;
+
+// A new batch behind a pending one on a stream deadlocks when the pending one needs a rank
+// that only the new one brings: two ranks of one communicator queued on one stream from
+// different calls (threads sharing a stream), which must be one group or use two streams.
+Status checkNotBehindItsPeers(const PendingBatch& next) {
+  std::lock_guard<std::mutex> lock(g_pendingMu);
+  for (const PendingBatch& p : g_pending) {
+    const bool shares = std::any_of(p.streams.begin(), p.streams.end(), [&](void* s) {
+      return std::find(next.streams.begin(), next.streams.end(), s) != next.streams.end();
+    });
+    if (!shares) continue;
+    for (auto [hash, rank] : next.ranks) {
+      const bool sameComm = std::any_of(p.ranks.begin(), p.ranks.end(), [&](auto x) { return x.first == hash; });
+      const bool sameRank = std::find(p.ranks.begin(), p.ranks.end(), std::pair(hash, rank)) != p.ranks.end();
+      if (sameComm && !sameRank)
+        return fail(Status::InvalidUsage,
+                    "rank %d of communicator %016lx was called on a stream that holds another rank's earlier call of "
+                    "the same communicator, which waits for it: ranks sharing a stream must be called in one group "
+                    "(ncclGroupStart/ncclGroupEnd) or use different streams",
+                    rank, (unsigned long)hash);
+    }
+  }
+  return Status::Success;
+}
+
+// A batch of blocking communicators in a process with a GPU runtime. Calls on host buffers
+// only run now, as without one (after any stream-ordered work still pending on their
+// communicators). A batch with device buffers is stream-ordered: its host copies are
+// queued on the calls' streams now, the calls return at once, and the batch runs on the
+// first communicator's worker (src/comm/device_staging.h).
+Status runStreamOrdered(mem::DeviceApi& gpu, std::span<const Item> items, std::span<Communicator* const> comms) {
+  auto batch = copyBatch(items, comms);
+  auto staging = std::make_shared<DeviceStaging>(gpu);
+  Status s = Status::Success;
+  for (Item& it : batch->items)
+    if (!ok(s = staging->stage(*it.comm, it.args))) break;
+  if (ok(s) && staging->empty()) {
+    for (Communicator* c : comms) c->waitStreamWork();
+    return lockedDrive(items, comms, /*staged=*/true);
+  }
+  PendingBatch pending{batch.get(), staging->streams(), {}};
+  for (const Item& it : batch->items) pending.ranks.emplace_back(it.comm->commHash(), it.comm->rank());
+  if (ok(s) && !ok(s = checkNotBehindItsPeers(pending))) {
+    // The earlier call waits for these ranks: fail the communicators, so that it ends too.
+    for (Communicator* c : comms) c->recordError(s);
+  }
+  if (ok(s)) s = staging->recordInputs();
+  if (ok(s)) s = DeviceStaging::queueCompletion(staging);
+  if (!ok(s)) {
+    DeviceStaging::abandon(staging);  // nothing runs
+    return s;
+  }
+  // The worker of comms[0] runs its jobs in order; the other communicators' earlier
+  // stream-ordered work must be done first, or this batch could overtake it there.
+  for (size_t i = 1; i < comms.size(); ++i) comms[i]->waitStreamWork();
+  for (Communicator* c : comms) c->beginStreamWork();
+  {
+    std::lock_guard<std::mutex> lock(g_pendingMu);
+    g_pending.push_back(std::move(pending));
+  }
+  comms[0]->postAsync([batch, staging] {
+    auto cancelled = [&] {
+      for (Communicator* c : batch->comms)
+        if (c->aborting() || c->revoked()) return true;
+      return false;
+    };
+    Status st = staging->pollInputs(cancelled);
+    staging->releaseEvents();
+    if (ok(st)) st = lockedDrive(batch->items, batch->comms, /*staged=*/true);
+    // The call has returned long ago: its failure is the communicators' async error.
+    if (!ok(st))
+      for (Communicator* c : batch->comms) c->recordError(st);
+    {
+      std::lock_guard<std::mutex> lock(g_pendingMu);
+      std::erase_if(g_pending, [&](const PendingBatch& p) { return p.id == batch.get(); });
+    }
+    staging->complete();
+    std::vector<Communicator*> done = std::move(batch->comms);
+    batch->items.clear();  // drop the pins before announcing completion
+    for (Communicator* c : done) c->endStreamWork();
+  });
+  return Status::Success;
+}
+
+Status postBatch(std::span<const Item> items, std::span<Communicator* const> comms) {
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (!comms[i]->beginAsync()) {
+      for (size_t j = 0; j < i; ++j) comms[j]->endAsync(Status::Success);
+      return fail(Status::InvalidArgument,
+                  "comm %p: attempt to use communicator before the previous operation returned ncclSuccess",
+                  static_cast<void*>(comms[i]));
+    }
+  }
+  auto batch = copyBatch(items, comms);
   // Items hold pins, so the job's communicators outlive it; destroy and abort wait for it.
   comms[0]->postAsync([batch] {
     Status s = lockedDrive(batch->items, batch->comms);
@@ -154,6 +273,7 @@ Status runBatch(std::span<const Item> items) {
     if (c->blocking() != comms[0]->blocking())
       return fail(Status::InvalidArgument, "Blocking and nonblocking communicators are not allowed in the same group");
   if (!comms[0]->blocking()) return postBatch(items, comms);
+  if (mem::DeviceApi* gpu = mem::deviceApi()) return runStreamOrdered(*gpu, items, comms);
   return lockedDrive(items, comms);
 }
 

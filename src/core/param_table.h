@@ -48,6 +48,12 @@ TEMPO_PARAM(HandshakeTimeout, "TEMPO_HANDSHAKE_TIMEOUT", Int, "5",
 TEMPO_PARAM(Hostname, "TEMPO_HOSTNAME", Str, "",
             "host name this process reports (lets one machine play several hosts)")
 
+// ---- device buffers ----
+TEMPO_PARAM(Gpu, "TEMPO_GPU", Str, "auto",
+            "GPU runtime for device buffers: auto (load libtempo-gpu-hip.so or libtempo-gpu-cuda.so "
+            "from the library's directory where /dev/kfd or /dev/nvidiactl exists), off (host "
+            "memory only), or the path of a plugin")
+
 // ---- transports ----
 TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
             "data transport: auto (loopback inside a process, Tempo's shm between processes of one host; "

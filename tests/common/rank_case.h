@@ -62,6 +62,15 @@ struct RankCase {
   }
 };
 
+// Where RankBuffers may put device copies of its buffers (tests of device memory).
+class DeviceMirror {
+ public:
+  virtual ~DeviceMirror() = default;
+  virtual void* upload(const void* host, size_t bytes) = 0;  // a new device copy of host
+  virtual void download(void* host, const void* dev, size_t bytes) = 0;
+  virtual void* stream() = 0;  // the stream the calls are issued on
+};
+
 class RankBuffers {
  public:
   RankBuffers(const RankCase& c, int rank, int nranks)
@@ -75,35 +84,47 @@ class RankBuffers {
     expect();
   }
 
-  // Issues the collective on `comm` with this rank's buffers.
-  ncclResult_t call(ncclComm_t comm) {
+  // Issues the collective on `comm` with this rank's buffers, or, given a mirror, with
+  // device copies of them (guards included) on the mirror's stream; check() then reads the
+  // device copies back first.
+  ncclResult_t call(ncclComm_t comm, DeviceMirror* mirror = nullptr) {
+    mirror_ = mirror;
+    if (mirror_) {
+      devIn_ = static_cast<unsigned char*>(mirror_->upload(in_.raw(), in_.rawBytes())) + GuardedBuffer::kGuard;
+      devOut_ = static_cast<unsigned char*>(mirror_->upload(out_.raw(), out_.rawBytes())) + GuardedBuffer::kGuard;
+    }
     const auto t = ncclDataType_t(c_.type);
     const auto op = ncclRedOp_t(c_.op);
     const size_t n = c_.count;
-    void* in = in_.data();
-    void* out = out_.data();
+    void* in = base(in_);
+    void* out = base(out_);
+    hipStream_t stream = mirror_ ? static_cast<hipStream_t>(mirror_->stream()) : nullptr;
     const bool root = rank_ == c_.root;
     switch (c_.coll) {
-      case Coll::AllReduce: return ncclAllReduce(in, c_.inPlace ? in : out, n, t, op, comm, nullptr);
+      case Coll::AllReduce: return ncclAllReduce(in, c_.inPlace ? in : out, n, t, op, comm, stream);
       case Coll::Broadcast:
-        return c_.inPlace ? ncclBcast(in, n, t, c_.root, comm, nullptr)
-                          : ncclBroadcast(in, out, n, t, c_.root, comm, nullptr);
-      case Coll::Reduce: return ncclReduce(in, c_.inPlace ? in : out, n, t, op, c_.root, comm, nullptr);
-      case Coll::AllGather: return ncclAllGather(c_.inPlace ? at(out_, size_t(rank_)) : in, out, n, t, comm, nullptr);
+        return c_.inPlace ? ncclBcast(in, n, t, c_.root, comm, stream)
+                          : ncclBroadcast(in, out, n, t, c_.root, comm, stream);
+      case Coll::Reduce: return ncclReduce(in, c_.inPlace ? in : out, n, t, op, c_.root, comm, stream);
+      case Coll::AllGather: return ncclAllGather(c_.inPlace ? callAt(out_, size_t(rank_)) : in, out, n, t, comm, stream);
       case Coll::ReduceScatter:
-        return ncclReduceScatter(in, c_.inPlace ? at(in_, size_t(rank_)) : out, n, t, op, comm, nullptr);
+        return ncclReduceScatter(in, c_.inPlace ? callAt(in_, size_t(rank_)) : out, n, t, op, comm, stream);
       case Coll::AllToAll:  // odd ranks use RCCL's deprecated spelling, which must forward
-        return (rank_ & 1) ? ncclAllToAll(in, out, n, t, comm, nullptr) : ncclAlltoAll(in, out, n, t, comm, nullptr);
+        return (rank_ & 1) ? ncclAllToAll(in, out, n, t, comm, stream) : ncclAlltoAll(in, out, n, t, comm, stream);
       case Coll::Gather:
-        return ncclGather(c_.inPlace && root ? at(out_, size_t(rank_)) : in, out, n, t, c_.root, comm, nullptr);
+        return ncclGather(c_.inPlace && root ? callAt(out_, size_t(rank_)) : in, out, n, t, c_.root, comm, stream);
       case Coll::Scatter:
-        return ncclScatter(in, c_.inPlace && root ? at(in_, size_t(rank_)) : out, n, t, c_.root, comm, nullptr);
+        return ncclScatter(in, c_.inPlace && root ? callAt(in_, size_t(rank_)) : out, n, t, c_.root, comm, stream);
     }
     return ncclInvalidArgument;
   }
 
   // Empty when the call left exactly the expected bytes; otherwise what was wrong.
   std::string check() {
+    if (mirror_) {
+      mirror_->download(in_.raw(), devIn_ - GuardedBuffer::kGuard, in_.rawBytes());
+      mirror_->download(out_.raw(), devOut_ - GuardedBuffer::kGuard, out_.rawBytes());
+    }
     std::string bad;
     auto note = [&](const char* what, size_t wrong) {
       if (wrong) bad += std::string(bad.empty() ? "" : "; ") + what + ": " + std::to_string(wrong) + " wrong elements";
@@ -144,6 +165,12 @@ class RankBuffers {
     }
   }
   unsigned char* at(GuardedBuffer& b, size_t block) { return static_cast<unsigned char*>(b.data()) + block * block_; }
+  // The buffer the call names: the host one, or its device copy.
+  unsigned char* base(GuardedBuffer& b) {
+    if (!mirror_) return static_cast<unsigned char*>(b.data());
+    return &b == &in_ ? devIn_ : devOut_;
+  }
+  unsigned char* callAt(GuardedBuffer& b, size_t block) { return base(b) + block * block_; }
 
   // In place, these collectives leave the result in the input buffer.
   bool resultInInput() const {
@@ -206,6 +233,9 @@ class RankBuffers {
   int rank_, n_;
   size_t elem_, block_;
   GuardedBuffer in_, out_, want_;
+  DeviceMirror* mirror_ = nullptr;
+  unsigned char* devIn_ = nullptr;  // device copies of in_ and out_ (their data, past the guard)
+  unsigned char* devOut_ = nullptr;
 };
 
 // Datatypes for the collectives that only move data: every element size, and formats whose

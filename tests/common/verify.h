@@ -131,6 +131,9 @@ class GuardedBuffer {
   explicit GuardedBuffer(size_t bytes) : bytes_(bytes), storage_(bytes + 2 * kGuard, kPattern) {}
   void* data() { return storage_.data() + kGuard; }
   size_t bytes() const { return bytes_; }
+  // The whole storage, guards included (for tests that mirror it elsewhere).
+  unsigned char* raw() { return storage_.data(); }
+  size_t rawBytes() const { return storage_.size(); }
   bool guardsIntact() const {
     for (size_t i = 0; i < kGuard; ++i)
       if (storage_[i] != kPattern || storage_[kGuard + bytes_ + i] != kPattern) return false;

@@ -13,17 +13,15 @@
 #include "kernels/hip/device.h"
 #include "kernels/reduce.h"
 #include "tests/common/operands.h"
+#include "tests/common/verify.h"
 
 namespace tempo::kernels::gpu {
 namespace {
 
 using testing::operands;
 
-constexpr DataType kTypes[] = {DataType::Int8,    DataType::Uint8,    DataType::Int32,
-                               DataType::Uint32,  DataType::Int64,    DataType::Uint64,
-                               DataType::Float16, DataType::Float32,  DataType::Float64,
-                               DataType::Bfloat16, DataType::Float8e4m3, DataType::Float8e5m2};
-constexpr RedOp kOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
+using testing::kAllTypes;
+using testing::kAllOps;
 // Empty, single, around one 16-byte pack of the narrowest and widest types, primes, and
 // sizes spanning many blocks and grid-stride rounds.
 constexpr size_t kCounts[] = {1, 2, 15, 16, 17, 61, 4093, (size_t(1) << 20) + 3};
@@ -86,12 +84,12 @@ class GpuKernels : public ::testing::Test {
 enum class Layout { Aligned, Misaligned, InPlace };
 
 TEST_F(GpuKernels, ReduceIsBitExactWithTheHostReference) {
-  for (DataType type : kTypes) {
+  for (DataType type : kAllTypes) {
     const size_t size = dataTypeSize(type);
     for (size_t count : kCounts) {
       const auto a = operands(type, count, 11 * count + size_t(type));
       const auto b = operands(type, count, 13 * count + size_t(type) + 1);
-      for (RedOp op : kOps) {
+      for (RedOp op : kAllOps) {
         const uint64_t divisor = op == RedOp::Avg ? 3 : 1;
         const auto want = expected(type, op, divisor, a, b, count);
         for (Layout layout : {Layout::Aligned, Layout::Misaligned, Layout::InPlace}) {
@@ -116,7 +114,7 @@ TEST_F(GpuKernels, ReduceIsBitExactWithTheHostReference) {
 }
 
 TEST_F(GpuKernels, DivideScaleAndCopyAreTheHostOnes) {
-  for (DataType type : kTypes) {
+  for (DataType type : kAllTypes) {
     if (isFp8(type) && info_.fp8 == Fp8Encoding::Fnuz) continue;  // covered by reduce above
     const size_t size = dataTypeSize(type);
     for (size_t count : kCounts) {
@@ -163,7 +161,7 @@ TEST(GpuKernelsAnywhere, UnknownTypesAndOpsAreRefusedBeforeAnyLaunch) {
 }
 
 TEST(GpuKernelsAnywhere, EmptyLaunchesSucceedWithNullPointers) {
-  for (DataType type : kTypes) {
+  for (DataType type : kAllTypes) {
     EXPECT_EQ(Status::Success, reduce(nullptr, nullptr, nullptr, 0, type, RedOp::Max, 1, Fp8Encoding::Ocp, nullptr));
     EXPECT_EQ(Status::Success, divide(nullptr, nullptr, 0, type, 2, Fp8Encoding::Fnuz, nullptr));
   }

@@ -15,6 +15,7 @@
 #include "kernels/hip/element.h"
 #include "kernels/reduce.h"
 #include "tests/common/operands.h"
+#include "tests/common/verify.h"
 
 namespace tempo::kernels::gpu {
 namespace {
@@ -23,11 +24,8 @@ using element::Combine;
 using testing::operands;
 using testing::kNumSpecialPatterns;
 
-constexpr DataType kTypes[] = {DataType::Int8,    DataType::Uint8,    DataType::Int32,
-                               DataType::Uint32,  DataType::Int64,    DataType::Uint64,
-                               DataType::Float16, DataType::Float32,  DataType::Float64,
-                               DataType::Bfloat16, DataType::Float8e4m3, DataType::Float8e5m2};
-constexpr RedOp kOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
+using testing::kAllTypes;
+using testing::kAllOps;
 
 // The kernel functor for a runtime op (the launchers make the same choice: Avg is Sum).
 template <class E>
@@ -55,11 +53,11 @@ std::vector<uint8_t> crossedWithSpecials(DataType type, std::vector<uint8_t>& a,
 
 TEST(GpuElement, EveryTypeAndOpIsBitExactWithTheHostReference) {
   constexpr size_t kCount = 4096;
-  for (DataType type : kTypes) {
+  for (DataType type : kAllTypes) {
     const size_t size = dataTypeSize(type);
     auto a = operands(type, kCount, 1 + uint32_t(type));
     const auto b = crossedWithSpecials(type, a, operands(type, kCount, 100 + uint32_t(type)));
-    for (RedOp op : kOps) {
+    for (RedOp op : kAllOps) {
       for (uint64_t divisor : {uint64_t(1), uint64_t(3), uint64_t(1) << 40}) {
         std::vector<uint8_t> want(kCount * size), got(kCount * size);
         ref::reduce(want.data(), a.data(), b.data(), kCount, type, op, divisor);
@@ -87,7 +85,7 @@ TEST(GpuElement, EveryPairOfOcpFp8ValuesCombinesAsTheHostReference) {
   for (DataType type : {DataType::Float8e4m3, DataType::Float8e5m2}) {
     std::vector<uint8_t> a(65536), b(65536), want(65536);
     for (size_t i = 0; i < 65536; ++i) a[i] = uint8_t(i >> 8), b[i] = uint8_t(i);
-    for (RedOp op : kOps) {
+    for (RedOp op : kAllOps) {
       ref::reduce(want.data(), a.data(), b.data(), a.size(), type, op, op == RedOp::Avg ? 2 : 1);
       element::withCodec(type, Fp8Encoding::Ocp, [&]<class E>() {
         for (size_t i = 0; i < a.size(); ++i) {
@@ -101,7 +99,7 @@ TEST(GpuElement, EveryPairOfOcpFp8ValuesCombinesAsTheHostReference) {
 
 TEST(GpuElement, DivideAndScaleAreTheHostOnes) {
   constexpr size_t kCount = 2048;
-  for (DataType type : kTypes) {
+  for (DataType type : kAllTypes) {
     const size_t size = dataTypeSize(type);
     const auto src = operands(type, kCount, 7 + uint32_t(type));
     for (uint64_t divisor : {uint64_t(1), uint64_t(7), uint64_t(300), ~uint64_t(0)}) {
@@ -209,7 +207,7 @@ TEST(Fp8Fnuz, EveryPairCombinesOnceInFloatAndRoundsOnce) {
   std::vector<float> fa(65536), fb(65536), fr(65536);
   for (const auto& f : formats) {
     for (size_t i = 0; i < 65536; ++i) fa[i] = f.decode(uint8_t(i >> 8)), fb[i] = f.decode(uint8_t(i));
-    for (RedOp op : kOps) {
+    for (RedOp op : kAllOps) {
       const uint64_t divisor = op == RedOp::Avg ? 3 : 1;
       ref::reduce(fr.data(), fa.data(), fb.data(), fr.size(), DataType::Float32, op, divisor);
       element::withCodec(f.type, Fp8Encoding::Fnuz, [&]<class E>() {

@@ -1,0 +1,192 @@
+#include "src/comm/device_staging.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace tempo::comm {
+namespace {
+
+// The bytes of this rank's send and receive buffers that `a` reads or writes (0 where the
+// buffer is not significant on this rank, e.g. a non-root's receive buffer of a reduce).
+struct Extents {
+  size_t send = 0, recv = 0;
+};
+
+Extents extents(const Communicator& c, const CollArgs& a) {
+  const size_t elem = dataTypeSize(a.type), n = size_t(c.nranks()), one = a.count * elem;
+  const bool root = c.rank() == a.root;
+  using engine::CollKind;
+  switch (a.coll) {
+    case CollKind::AllReduce: return {one, one};
+    case CollKind::Broadcast: return {root ? one : 0, one};
+    case CollKind::Reduce: return {one, root ? one : 0};
+    case CollKind::AllGather: return {one, n * one};
+    case CollKind::ReduceScatter: return {n * one, one};
+    case CollKind::AllToAll: return {n * one, n * one};
+    case CollKind::Gather: return {one, root ? n * one : 0};
+    case CollKind::Scatter: return {root ? n * one : 0, one};
+    case CollKind::AllToAllv: {
+      Extents e;
+      for (size_t j = 0; j < n; ++j) {
+        if (a.sendCounts[j]) e.send = std::max(e.send, (a.sendDispls[j] + a.sendCounts[j]) * elem);
+        if (a.recvCounts[j]) e.recv = std::max(e.recv, (a.recvDispls[j] + a.recvCounts[j]) * elem);
+      }
+      return e;
+    }
+    case CollKind::SendRecv: return {a.p2p == P2p::Send ? one : 0, a.p2p == P2p::Recv ? one : 0};
+  }
+  return {};
+}
+
+}  // namespace
+
+DeviceStaging::~DeviceStaging() = default;
+
+Status DeviceStaging::stage(const Communicator& c, CollArgs& a) {
+  const Extents e = extents(c, a);
+  const size_t elem = dataTypeSize(a.type);
+  // Every pointer the call dereferences, with how far and whether it writes there.
+  struct Use {
+    const void** ptr;
+    size_t bytes;
+    bool writes;
+  };
+  const void* recv = a.recv;
+  Use uses[] = {{&a.send, e.send, false},
+                {&recv, e.recv, true},
+                {&a.bias, a.bias ? a.count * elem : 0, false},
+                {&a.scalar, a.scalar ? elem : 0, false}};
+  const size_t first = regions_.size();
+  for (Use& u : uses) {
+    if (*u.ptr == nullptr || u.bytes == 0) continue;
+    TEMPO_ASSIGN(const bool device, mem::deviceCall(gpu_, gpu_.isDevicePointer(*u.ptr)));
+    if (!device) {
+      u.bytes = 0;  // host memory: used as it is
+      continue;
+    }
+    auto* p = static_cast<std::byte*>(const_cast<void*>(*u.ptr));
+    // Overlapping ranges of this call (in place) become one region.
+    auto overlaps = [&](const Region& r) { return p < r.device + r.bytes && r.device < p + u.bytes; };
+    auto it = std::find_if(regions_.begin() + ptrdiff_t(first), regions_.end(), overlaps);
+    if (it == regions_.end()) {
+      regions_.push_back({p, u.bytes, nullptr, u.writes, a.stream});
+      continue;
+    }
+    std::byte* lo = std::min(it->device, p);
+    std::byte* hi = std::max(it->device + it->bytes, p + u.bytes);
+    it->device = lo;
+    it->bytes = size_t(hi - lo);
+    it->written = it->written || u.writes;
+  }
+  // Queue each region's copy to the host on the call's stream.
+  for (size_t i = first; i < regions_.size(); ++i) {
+    Region& r = regions_[i];
+    r.host.reset(new (std::nothrow) std::byte[r.bytes]);
+    if (!r.host) return fail(Status::SystemError, "%s: cannot allocate %zu bytes to stage a device buffer", gpu_.name(), r.bytes);
+    TEMPO_TRY(call(gpu_.copyAsync(r.host.get(), r.device, r.bytes, r.stream)));
+    if (std::find(streams_.begin(), streams_.end(), r.stream) == streams_.end()) streams_.push_back(r.stream);
+  }
+  // Point the call at the copies.
+  for (Use& u : uses) {
+    if (*u.ptr == nullptr || u.bytes == 0) continue;
+    auto* p = static_cast<const std::byte*>(*u.ptr);
+    for (size_t i = first; i < regions_.size(); ++i) {
+      const Region& r = regions_[i];
+      if (p >= r.device && p < r.device + r.bytes) {
+        *u.ptr = r.host.get() + (p - r.device);
+        break;
+      }
+    }
+  }
+  a.recv = const_cast<void*>(recv);
+  return Status::Success;
+}
+
+Status DeviceStaging::waitInputs() {
+  for (void* s : streams_) TEMPO_TRY(call(gpu_.synchronize(s)));
+  return Status::Success;
+}
+
+Status DeviceStaging::copyBack() {
+  for (const Region& r : regions_) {
+    if (r.written) TEMPO_TRY(call(gpu_.copyAsync(r.device, r.host.get(), r.bytes, r.stream)));
+  }
+  return waitInputs();  // the same streams: waits for the copies just queued
+}
+
+Status DeviceStaging::recordInputs() {
+  for (void* s : streams_) {
+    TEMPO_ASSIGN(void* event, mem::deviceCall(gpu_, gpu_.recordEvent(s)));
+    events_.push_back(event);
+  }
+  return Status::Success;
+}
+
+Status DeviceStaging::queueCompletion(const std::shared_ptr<DeviceStaging>& self) {
+  DeviceStaging& st = *self;
+  for (void* s : st.streams_) {
+    TEMPO_TRY(st.call(st.gpu_.launchHostFunc(s, &DeviceStaging::waitForBatch, &st)));
+    for (const Region& r : st.regions_) {
+      if (r.written && r.stream == s) TEMPO_TRY(st.call(st.gpu_.copyAsync(r.device, r.host.get(), r.bytes, s)));
+    }
+    auto* owner = new std::shared_ptr<DeviceStaging>(self);
+    const Status queued = st.call(st.gpu_.launchHostFunc(s, &DeviceStaging::release, owner));
+    if (!ok(queued)) {
+      delete owner;
+      return queued;
+    }
+  }
+  return Status::Success;
+}
+
+Status DeviceStaging::pollInputs(const std::function<bool()>& cancelled) {
+  // The copies are short next to a collective: poll at a gentle, growing interval.
+  auto pause = std::chrono::microseconds(5);
+  for (void* event : events_) {
+    for (;;) {
+      TEMPO_ASSIGN(const bool done, mem::deviceCall(gpu_, gpu_.eventDone(event)));
+      if (done) break;
+      if (cancelled())
+        return fail(Status::InvalidUsage, "%s: the communicator was aborted while a call waited for its stream",
+                    gpu_.name());
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+  return Status::Success;
+}
+
+void DeviceStaging::complete() {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+void DeviceStaging::releaseEvents() {
+  for (void* event : events_) (void)gpu_.destroyEvent(event);
+  events_.clear();
+}
+
+void DeviceStaging::abandon(const std::shared_ptr<DeviceStaging>& self) {
+  self->complete();
+  self->releaseEvents();
+  for (void* s : self->streams_) {
+    auto* owner = new std::shared_ptr<DeviceStaging>(self);
+    if (!ok(self->gpu_.launchHostFunc(s, &DeviceStaging::release, owner))) {
+      delete owner;
+      (void)self->gpu_.synchronize(s);  // the last resort: the copies finish before it goes
+    }
+  }
+}
+
+void DeviceStaging::waitForBatch(void* self) {
+  auto* st = static_cast<DeviceStaging*>(self);
+  std::unique_lock<std::mutex> lock(st->mu_);
+  st->cv_.wait(lock, [st] { return st->done_; });
+}
+
+void DeviceStaging::release(void* owner) { delete static_cast<std::shared_ptr<DeviceStaging>*>(owner); }
+
+}  // namespace tempo::comm

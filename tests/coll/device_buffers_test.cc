@@ -1,0 +1,377 @@
+// Collectives on device memory, through the public API, on an emulated GPU whose memory
+// faults when host code touches it (tests/common/emulated_device.h): every collective,
+// in place and out of place, every root placement, bit-exact with the guards around every
+// buffer intact; stream order (a kernel that writes the input just before the call, one
+// that reads the output just after; the call returning while its stream is still held
+// before it; a host-memory call after it on the same communicator waiting for it); host
+// buffers left alone; host and device buffers mixed; point-to-point and all-to-allv; a
+// device-resident PreMulSum scalar.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "src/mem/device_api.h"
+#include "tests/coll/coll_fixture.h"
+#include "tests/common/emulated_device.h"
+#include "tests/common/rank_case.h"
+#include "tests/common/verify.h"
+
+namespace tempo::testing {
+namespace {
+
+// Device copies of one rank's buffers, on that rank's own stream.
+class EmulatedMirror : public DeviceMirror {
+ public:
+  explicit EmulatedMirror(EmulatedDevice& dev) : dev_(dev), stream_(dev.createStream()) {}
+  void* upload(const void* host, size_t bytes) override {
+    void* p = dev_.alloc(bytes);
+    dev_.upload(p, host, bytes);
+    return p;
+  }
+  void download(void* host, const void* dev, size_t bytes) override {
+    EXPECT_EQ(Status::Success, dev_.synchronize(stream_));  // the calls on it are done
+    dev_.download(host, dev, bytes);
+  }
+  void* stream() override { return stream_; }
+
+ private:
+  EmulatedDevice& dev_;
+  void* stream_;
+};
+
+class DeviceBuffers : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    param::overrideForTest(param::Id::ChunkSize, "192");  // several pipelined pieces per call
+    world_ = std::make_unique<CommWorld>(GetParam(), "loopback");
+    ASSERT_TRUE(world_->ok()) << world_->error();
+  }
+  void TearDown() override {
+    world_.reset();
+    param::overrideForTest(param::Id::ChunkSize, nullptr);
+  }
+  EmulatedDevice dev_;
+  std::unique_ptr<CommWorld> world_;
+};
+
+TEST_P(DeviceBuffers, EveryCollectiveOnDeviceMemoryIsBitExact) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  const Coll colls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather,
+                        Coll::ReduceScatter, Coll::AllToAll, Coll::Gather, Coll::Scatter};
+  uint64_t seed = 1;
+  for (Coll coll : colls) {
+    for (DataType type : {DataType::Float32, DataType::Int8, DataType::Bfloat16}) {
+      for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000)}) {
+        for (bool inPlace : {false, true}) {
+          if (inPlace && !hasInPlace(coll)) continue;
+          for (int root : {0, n - 1}) {
+            if (root != 0 && !rooted(coll)) continue;
+            const RankCase c{coll, type, reduces(coll) && (count & 1) ? RedOp::Max : RedOp::Sum, count, root, inPlace, seed++};
+            std::vector<std::unique_ptr<RankBuffers>> bufs;
+            std::vector<std::unique_ptr<EmulatedMirror>> mirrors;
+            for (int r = 0; r < n; ++r) {
+              bufs.push_back(std::make_unique<RankBuffers>(c, r, n));
+              mirrors.push_back(std::make_unique<EmulatedMirror>(dev_));
+            }
+            const auto res = w.onThreads([&](int r) { return bufs[size_t(r)]->call(w[r], mirrors[size_t(r)].get()); });
+            for (int r = 0; r < n; ++r) {
+              ASSERT_EQ(res[size_t(r)], ncclSuccess) << c.describe() << " rank " << r << ": " << ncclGetLastError(w[r]);
+              const std::string bad = bufs[size_t(r)]->check();
+              ASSERT_TRUE(bad.empty()) << c.describe() << " rank " << r << ": " << bad;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(DeviceBuffers, TheCallRunsWhereTheStreamIsAndLaterWorkSeesItsResult) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  constexpr size_t kCount = 4096;
+  const size_t ranks = size_t(n);
+  std::vector<void*> in(ranks), out(ranks), streams(ranks);
+  std::vector<std::vector<float>> seen(ranks, std::vector<float>(kCount));
+  for (int r = 0; r < n; ++r) {
+    in[size_t(r)] = dev_.alloc(kCount * sizeof(float));
+    out[size_t(r)] = dev_.alloc(kCount * sizeof(float));
+    streams[size_t(r)] = dev_.createStream();
+    // A slow kernel writes the input just before the call: the call must read what it wrote.
+    dev_.launch(streams[size_t(r)], in[size_t(r)], [r](std::byte* p) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      for (size_t i = 0; i < kCount; ++i) reinterpret_cast<float*>(p)[i] = float(r + 1) * float(i % 97);
+    });
+  }
+  const auto res = w.onThreads([&](int r) {
+    ncclResult_t s = ncclAllReduce(in[size_t(r)], out[size_t(r)], kCount, ncclFloat32, ncclSum, w[r],
+                                   static_cast<hipStream_t>(streams[size_t(r)]));
+    // A kernel queued after the call reads its output.
+    dev_.launch(streams[size_t(r)], out[size_t(r)], [&, r](std::byte* p) {
+      std::memcpy(seen[size_t(r)].data(), p, kCount * sizeof(float));
+    });
+    return s;
+  });
+  const float ranksSum = float(n * (n + 1) / 2);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+    ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(seen[size_t(r)][i], ranksSum * float(i % 97)) << "rank " << r << " element " << i;
+  }
+}
+
+TEST_P(DeviceBuffers, HostBuffersAreUsedInPlaceWithoutACopy) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  std::vector<std::vector<int32_t>> buf(size_t(n), std::vector<int32_t>(100, 1));
+  const size_t copiesBefore = dev_.copies();
+  const auto res = w.onThreads([&](int r) { return ncclAllReduce(buf[size_t(r)].data(), buf[size_t(r)].data(), 100, ncclInt32, ncclSum, w[r], nullptr); });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+    EXPECT_EQ(buf[size_t(r)][99], n);
+  }
+  EXPECT_EQ(copiesBefore, dev_.copies());
+  EXPECT_GT(dev_.queries(), 0u);
+}
+
+TEST_P(DeviceBuffers, HostInputDeviceOutputAndTheReverse) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  constexpr size_t kCount = 333;
+  const size_t ranks = size_t(n);
+  std::vector<std::vector<double>> host(ranks, std::vector<double>(ranks * kCount));
+  std::vector<void*> dev(ranks);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < kCount; ++i) host[size_t(r)][i] = double(r * 1000 + int(i));
+    dev[size_t(r)] = dev_.alloc(size_t(n) * kCount * sizeof(double));
+  }
+  // One group from this thread, so the ranks may share the default stream.
+  // Host block in, device concatenation out.
+  ASSERT_EQ(ncclSuccess, w.inGroup([&](int r) {
+    return ncclAllGather(host[size_t(r)].data(), dev[size_t(r)], kCount, ncclFloat64, w[r], nullptr);
+  })) << ncclGetLastError(nullptr);
+  // Device concatenation in, host sum out (reduce-scatter: block r to rank r).
+  std::vector<std::vector<double>> got(size_t(n), std::vector<double>(kCount, -1));
+  ASSERT_EQ(ncclSuccess, w.inGroup([&](int r) {
+    return ncclReduceScatter(dev[size_t(r)], got[size_t(r)].data(), kCount, ncclFloat64, ncclSum, w[r], nullptr);
+  })) << ncclGetLastError(nullptr);
+  // The call is stream-ordered (it has a device buffer): its host output is there once the
+  // stream has run it.
+  ASSERT_EQ(Status::Success, dev_.synchronize(nullptr));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(got[size_t(r)][i], double(n) * double(r * 1000 + int(i))) << "rank " << r;
+  }
+}
+
+TEST_P(DeviceBuffers, PointToPointAndAllToAllvInOneGroup) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  constexpr size_t kCount = 50;
+  // Each rank sends kCount ints to its right neighbour and receives from its left, on the
+  // device, and in the same group an all-to-allv in which rank j sends j+1 elements to each.
+  const size_t ranks = size_t(n);
+  std::vector<void*> send(ranks), recv(ranks), vin(ranks), vout(ranks);
+  std::vector<std::vector<size_t>> sc(ranks), sd(ranks), rc(ranks), rd(ranks);
+  for (int r = 0; r < n; ++r) {
+    std::vector<int32_t> v(kCount);
+    for (size_t i = 0; i < kCount; ++i) v[i] = int32_t(r * 100 + int(i));
+    send[size_t(r)] = dev_.alloc(kCount * 4);
+    recv[size_t(r)] = dev_.alloc(kCount * 4);
+    dev_.upload(send[size_t(r)], v.data(), kCount * 4);
+    std::vector<int32_t> a(size_t(n) * size_t(r + 1), r);
+    vin[size_t(r)] = dev_.alloc(a.size() * 4);
+    dev_.upload(vin[size_t(r)], a.data(), a.size() * 4);
+    size_t off = 0;
+    for (int j = 0; j < n; ++j) {
+      sc[size_t(r)].push_back(size_t(r + 1));
+      sd[size_t(r)].push_back(size_t(j) * size_t(r + 1));
+      rc[size_t(r)].push_back(size_t(j + 1));
+      rd[size_t(r)].push_back(off);
+      off += size_t(j + 1);
+    }
+    vout[size_t(r)] = dev_.alloc(off * 4);
+  }
+  const ncclResult_t s = w.inGroup([&](int r) {
+    ncclResult_t x = ncclSend(send[size_t(r)], kCount, ncclInt32, (r + 1) % n, w[r], nullptr);
+    if (x == ncclSuccess) x = ncclRecv(recv[size_t(r)], kCount, ncclInt32, (r + n - 1) % n, w[r], nullptr);
+    if (x == ncclSuccess)
+      x = ncclAlltoAllv(vin[size_t(r)], sc[size_t(r)].data(), sd[size_t(r)].data(), vout[size_t(r)], rc[size_t(r)].data(),
+                        rd[size_t(r)].data(), ncclInt32, w[r], nullptr);
+    return x;
+  });
+  ASSERT_EQ(s, ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    std::vector<int32_t> got(kCount);
+    dev_.download(got.data(), recv[size_t(r)], kCount * 4);
+    const int left = (r + n - 1) % n;
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], left * 100 + int(i)) << "rank " << r;
+    std::vector<int32_t> v(rd[size_t(r)].back() + rc[size_t(r)].back());
+    dev_.download(v.data(), vout[size_t(r)], v.size() * 4);
+    for (int j = 0; j < n; ++j)
+      for (size_t k = 0; k < size_t(j + 1); ++k) ASSERT_EQ(v[rd[size_t(r)][size_t(j)] + k], j) << "rank " << r << " from " << j;
+  }
+}
+
+TEST_P(DeviceBuffers, PreMulSumTakesItsScalarFromDeviceMemory) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  const size_t ranks = size_t(n);
+  std::vector<ncclRedOp_t> op(ranks);
+  std::vector<void*> scalar(ranks), buf(ranks);
+  for (int r = 0; r < n; ++r) {
+    const float s = float(r + 2);
+    scalar[size_t(r)] = dev_.alloc(sizeof(float));
+    dev_.upload(scalar[size_t(r)], &s, sizeof s);
+    ASSERT_EQ(ncclRedOpCreatePreMulSum(&op[size_t(r)], scalar[size_t(r)], ncclFloat32, ncclScalarDevice, w[r]), ncclSuccess);
+    const std::vector<float> ones(64, 1.0f);
+    buf[size_t(r)] = dev_.alloc(64 * sizeof(float));
+    dev_.upload(buf[size_t(r)], ones.data(), 64 * sizeof(float));
+  }
+  // Each rank on its own stream: ranks of one communicator queued on one stream by separate
+  // calls would wait on each other (see RanksSharingAStreamOutsideAGroupFailInsteadOfHanging).
+  std::vector<void*> streams(ranks);
+  for (auto& st : streams) st = dev_.createStream();
+  const auto res = w.onThreads([&](int r) {
+    return ncclAllReduce(buf[size_t(r)], buf[size_t(r)], 64, ncclFloat32, op[size_t(r)], w[r],
+                         static_cast<hipStream_t>(streams[size_t(r)]));
+  });
+  float want = 0;
+  for (int r = 0; r < n; ++r) want += float(r + 2);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+    ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+    std::vector<float> got(64);
+    dev_.download(got.data(), buf[size_t(r)], 64 * sizeof(float));
+    for (float v : got) ASSERT_EQ(v, want);
+    EXPECT_EQ(ncclRedOpDestroy(op[size_t(r)], w[r]), ncclSuccess);
+  }
+}
+
+// A gate a kernel waits at: the stream stops there until the test opens it.
+class Gate {
+ public:
+  void open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+TEST_P(DeviceBuffers, TheCallReturnsBeforeTheStreamReachesIt) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  constexpr size_t kCount = 1000;
+  const size_t ranks = size_t(n);
+  std::vector<void*> buf(ranks), streams(ranks);
+  Gate gate;
+  for (int r = 0; r < n; ++r) {
+    buf[size_t(r)] = dev_.alloc(kCount * sizeof(int64_t));
+    streams[size_t(r)] = dev_.createStream();
+    dev_.launch(streams[size_t(r)], buf[size_t(r)], [&gate, r](std::byte* p) {
+      gate.wait();  // the stream is held here until every call has returned
+      for (size_t i = 0; i < kCount; ++i) reinterpret_cast<int64_t*>(p)[i] = int64_t(r) << 20 | int64_t(i);
+    });
+  }
+  // Every rank's call returns while its stream is still held before the call.
+  const auto res = w.onThreads([&](int r) {
+    return ncclAllReduce(buf[size_t(r)], buf[size_t(r)], kCount, ncclInt64, ncclSum, w[r],
+                         static_cast<hipStream_t>(streams[size_t(r)]));
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+  gate.open();
+  int64_t rankSum = 0;
+  for (int r = 0; r < n; ++r) rankSum += int64_t(r) << 20;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+    std::vector<int64_t> got(kCount);
+    dev_.download(got.data(), buf[size_t(r)], kCount * sizeof(int64_t));
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], rankSum + int64_t(n) * int64_t(i)) << "rank " << r;
+    ncclResult_t async = ncclInternalError;
+    ASSERT_EQ(ncclCommGetAsyncError(w[r], &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
+  }
+  EXPECT_EQ(0u, dev_.liveEvents());
+}
+
+TEST_P(DeviceBuffers, AHostCallAfterAStreamOrderedOneWaitsForIt) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  const size_t ranks = size_t(n);
+  std::vector<void*> dbuf(ranks), streams(ranks);
+  std::vector<std::vector<float>> hbuf(ranks, std::vector<float>(64, 2.0f));
+  Gate gate;
+  for (int r = 0; r < n; ++r) {
+    dbuf[size_t(r)] = dev_.alloc(64 * sizeof(float));
+    streams[size_t(r)] = dev_.createStream();
+    dev_.launch(streams[size_t(r)], dbuf[size_t(r)], [&gate](std::byte* p) {
+      gate.wait();
+      for (size_t i = 0; i < 64; ++i) reinterpret_cast<float*>(p)[i] = 1.0f;
+    });
+  }
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gate.open();
+  });
+  // Device all-reduce (held by its stream), then a max on host memory on the same
+  // communicator: the second must not overtake the first on any rank.
+  const auto res = w.onThreads([&](int r) {
+    ncclResult_t s = ncclAllReduce(dbuf[size_t(r)], dbuf[size_t(r)], 64, ncclFloat32, ncclSum, w[r],
+                                   static_cast<hipStream_t>(streams[size_t(r)]));
+    if (s == ncclSuccess) s = ncclAllReduce(hbuf[size_t(r)].data(), hbuf[size_t(r)].data(), 64, ncclFloat32, ncclMax, w[r], nullptr);
+    return s;
+  });
+  opener.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+    EXPECT_EQ(hbuf[size_t(r)][63], 2.0f);
+    ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+    std::vector<float> got(64);
+    dev_.download(got.data(), dbuf[size_t(r)], 64 * sizeof(float));
+    EXPECT_EQ(got[0], float(n));
+    EXPECT_EQ(got[63], float(n));
+  }
+}
+
+TEST_P(DeviceBuffers, RanksSharingAStreamOutsideAGroupFailInsteadOfHanging) {
+  const int n = GetParam();
+  if (n < 2) GTEST_SKIP() << "needs two ranks";
+  const CommWorld& w = *world_;
+  std::vector<void*> buf(static_cast<size_t>(n), nullptr);
+  for (auto& b : buf) b = dev_.alloc(256);
+  void* shared = dev_.createStream();
+  Gate gate;
+  dev_.launch(shared, buf[0], [&gate](std::byte*) { gate.wait(); });
+  // Rank 0's call, then rank 1's on the same stream, from this one thread: rank 0's call
+  // holds the stream until it is done, and it needs rank 1, whose copies wait behind it.
+  EXPECT_EQ(ncclSuccess, ncclAllReduce(buf[0], buf[0], 64, ncclFloat32, ncclSum, w[0], static_cast<hipStream_t>(shared)));
+  EXPECT_EQ(ncclInvalidUsage, ncclAllReduce(buf[1], buf[1], 64, ncclFloat32, ncclSum, w[1], static_cast<hipStream_t>(shared)));
+  EXPECT_NE(std::string(ncclGetLastError(w[1])).find("must be called in one group"), std::string::npos)
+      << ncclGetLastError(w[1]);
+  gate.open();
+  // Rank 0's call ends too, with the communicator's error, rather than waiting for rank 1.
+  ASSERT_EQ(Status::Success, dev_.synchronize(shared));
+  ncclResult_t async = ncclSuccess;
+  ASSERT_EQ(ncclSuccess, ncclCommGetAsyncError(w[0], &async));
+  EXPECT_NE(async, ncclSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceBuffers, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+}  // namespace
+}  // namespace tempo::testing

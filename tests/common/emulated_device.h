@@ -1,0 +1,218 @@
+// An emulated GPU for tests of the device-buffer path on machines without one.
+//
+// It implements the library's DeviceApi (src/mem/device_api.h) and installs itself as the
+// process's runtime for its lifetime. Its device memory is really unreachable from the host:
+// each allocation is a memfd mapped twice, once PROT_NONE (the "device pointer" handed to
+// the library, which faults if host code touches it) and once read-write (the alias the
+// emulated copy engine and kernels use). Streams are worker threads that run their queue
+// in order, the default stream (nullptr) included, so stream order is real: a copy queued
+// after a slow kernel waits for it.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "src/mem/device_api.h"
+
+namespace tempo::testing {
+
+class EmulatedDevice : public mem::DeviceApi {
+ public:
+  EmulatedDevice() : defaultStream_(std::make_unique<Stream>()) { previous_ = mem::setDeviceApiForTesting(this); }
+  ~EmulatedDevice() override {
+    mem::setDeviceApiForTesting(previous_);
+    streams_.clear();  // joins every stream before its memory goes
+    defaultStream_.reset();
+    for (auto& [start, a] : allocs_) unmap(start, a);
+  }
+  EmulatedDevice(const EmulatedDevice&) = delete;
+  EmulatedDevice& operator=(const EmulatedDevice&) = delete;
+
+  // ---- the library's view ----
+  const char* name() const override { return "emulated"; }
+  Result<bool> isDevicePointer(const void* p) override {
+    std::lock_guard lock(mu_);
+    ++queries_;
+    return find(p) != nullptr;
+  }
+  Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) override {
+    void* d = alias(dst);
+    const void* s = alias(src);
+    std::lock_guard lock(mu_);
+    ++copies_;
+    copiedBytes_ += bytes;
+    streamOf(stream).post([d, s, bytes] { std::memcpy(d, s, bytes); });
+    return Status::Success;
+  }
+  const char* lastError() const override { return "the emulated device never fails"; }
+  Status synchronize(void* stream) override {
+    Stream* st;
+    {
+      std::lock_guard lock(mu_);
+      st = &streamOf(stream);
+    }
+    st->drain();
+    return Status::Success;
+  }
+
+  Result<void*> recordEvent(void* stream) override {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard lock(mu_);
+    events_[done.get()] = done;
+    streamOf(stream).post([done] { done->store(true); });
+    return static_cast<void*>(done.get());
+  }
+  Result<bool> eventDone(void* event) override {
+    std::lock_guard lock(mu_);
+    return events_.at(event)->load();
+  }
+  Status destroyEvent(void* event) override {
+    std::lock_guard lock(mu_);
+    events_.erase(event);  // the stream's task holds its own reference
+    return Status::Success;
+  }
+  Status launchHostFunc(void* stream, void (*fn)(void*), void* arg) override {
+    std::lock_guard lock(mu_);
+    ++hostFuncs_;
+    streamOf(stream).post([fn, arg] { fn(arg); });
+    return Status::Success;
+  }
+
+  // ---- the test's view ----
+  // Device memory the host cannot touch (page-granular; freed with the device).
+  void* alloc(size_t bytes) {
+    const size_t len = (std::max<size_t>(bytes, 1) + 4095) & ~size_t(4095);
+    const int fd = memfd_create("tempo-emulated-device", 0);
+    if (fd < 0 || ftruncate(fd, off_t(len)) != 0) throw std::runtime_error("emulated device: memfd");
+    void* dev = mmap(nullptr, len, PROT_NONE, MAP_SHARED, fd, 0);
+    void* rw = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (dev == MAP_FAILED || rw == MAP_FAILED) throw std::runtime_error("emulated device: mmap");
+    std::lock_guard lock(mu_);
+    allocs_[reinterpret_cast<uintptr_t>(dev)] = {len, static_cast<std::byte*>(rw)};
+    return dev;
+  }
+  void* createStream() {
+    std::lock_guard lock(mu_);
+    streams_.push_back(std::make_unique<Stream>());
+    return streams_.back().get();
+  }
+  // A "kernel": fn(alias) runs in stream order, with the host-accessible alias of `dev`.
+  void launch(void* stream, void* dev, std::function<void(std::byte*)> fn) {
+    std::byte* a = static_cast<std::byte*>(alias(dev));
+    std::lock_guard lock(mu_);
+    streamOf(stream).post([a, fn = std::move(fn)] { fn(a); });
+  }
+  // Synchronous copies for the test's own setup and checks.
+  void upload(void* dev, const void* host, size_t bytes) {
+    (void)copyAsync(dev, host, bytes, nullptr);
+    (void)synchronize(nullptr);
+  }
+  void download(void* host, const void* dev, size_t bytes) {
+    (void)copyAsync(host, dev, bytes, nullptr);
+    (void)synchronize(nullptr);
+  }
+  size_t copies() const { std::lock_guard lock(mu_); return copies_; }
+  size_t queries() const { std::lock_guard lock(mu_); return queries_; }
+  size_t hostFuncs() const { std::lock_guard lock(mu_); return hostFuncs_; }
+  size_t liveEvents() const { std::lock_guard lock(mu_); return events_.size(); }
+
+ private:
+  struct Alloc {
+    size_t bytes;
+    std::byte* rw;
+  };
+  // A queue run in order by its own thread.
+  class Stream {
+   public:
+    Stream() : worker_([this] { run(); }) {}
+    ~Stream() {
+      {
+        std::lock_guard lock(mu_);
+        stop_ = true;
+      }
+      cv_.notify_all();
+      worker_.join();
+    }
+    void post(std::function<void()> fn) {
+      {
+        std::lock_guard lock(mu_);
+        q_.push_back(std::move(fn));
+        ++posted_;
+      }
+      cv_.notify_all();
+    }
+    void drain() {
+      std::unique_lock lock(mu_);
+      const size_t target = posted_;
+      cv_.wait(lock, [&] { return done_ >= target; });
+    }
+
+   private:
+    void run() {
+      std::unique_lock lock(mu_);
+      for (;;) {
+        cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
+        if (q_.empty()) return;
+        auto fn = std::move(q_.front());
+        q_.pop_front();
+        lock.unlock();
+        fn();
+        lock.lock();
+        ++done_;
+        cv_.notify_all();
+      }
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> q_;
+    size_t posted_ = 0, done_ = 0;
+    bool stop_ = false;
+    std::thread worker_;
+  };
+
+  const Alloc* find(const void* p) const {
+    const auto u = reinterpret_cast<uintptr_t>(p);
+    auto it = allocs_.upper_bound(u);
+    if (it == allocs_.begin()) return nullptr;
+    --it;
+    return u < it->first + it->second.bytes ? &it->second : nullptr;
+  }
+  // The host-accessible address of `p`: its alias when it is device memory, else `p`.
+  void* alias(const void* p) const {
+    std::lock_guard lock(mu_);
+    const auto u = reinterpret_cast<uintptr_t>(p);
+    auto it = allocs_.upper_bound(u);
+    if (it != allocs_.begin() && u < std::prev(it)->first + std::prev(it)->second.bytes) {
+      --it;
+      return it->second.rw + (u - it->first);
+    }
+    return const_cast<void*>(p);
+  }
+  Stream& streamOf(void* stream) { return stream ? *static_cast<Stream*>(stream) : *defaultStream_; }
+  static void unmap(uintptr_t start, const Alloc& a) {
+    munmap(reinterpret_cast<void*>(start), a.bytes);
+    munmap(a.rw, a.bytes);
+  }
+
+  mutable std::mutex mu_;
+  std::map<uintptr_t, Alloc> allocs_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::unique_ptr<Stream> defaultStream_;
+  std::map<void*, std::shared_ptr<std::atomic<bool>>> events_;
+  size_t copies_ = 0, copiedBytes_ = 0, queries_ = 0, hostFuncs_ = 0;
+  mem::DeviceApi* previous_ = nullptr;
+};
+
+}  // namespace tempo::testing
