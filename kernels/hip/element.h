@@ -86,6 +86,21 @@ bool withCodec(DataType type, Fp8Encoding encoding, Fn&& fn) {
   return false;
 }
 
+// Calls fn.template operator()<Op>() with the kernel operation for `op`: Avg runs as Sum
+// (its division is the divisor's, see Combine). Returns false (and calls nothing) for an op
+// outside the enum. Host code: the launchers and the tests dispatch through this one switch.
+template <class Fn>
+bool withOp(RedOp op, Fn&& fn) {
+  switch (op) {
+    case RedOp::Sum:
+    case RedOp::Avg: fn.template operator()<RedOp::Sum>(); return true;
+    case RedOp::Prod: fn.template operator()<RedOp::Prod>(); return true;
+    case RedOp::Max: fn.template operator()<RedOp::Max>(); return true;
+    case RedOp::Min: fn.template operator()<RedOp::Min>(); return true;
+  }
+  return false;
+}
+
 // ---- integers: wrapping arithmetic in uint64_t (no undefined behaviour), C's division ----
 
 template <class T>

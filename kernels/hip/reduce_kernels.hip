@@ -291,18 +291,13 @@ Status reduce(void* dst, const void* a, const void* b, size_t count, DataType ty
     auto* d = static_cast<S*>(dst);
     const auto* x = static_cast<const S*>(a);
     const auto* y = static_cast<const S*>(b);
-    switch (op) {
-      case RedOp::Sum:
-      case RedOp::Avg:  // an average is a sum, divided by postDivisor in the same pass
-        s = launch<2>(d, x, y, count, element::Combine<E, RedOp::Sum>{postDivisor}, stream);
-        break;
-      case RedOp::Prod: s = launch<2>(d, x, y, count, element::Combine<E, RedOp::Prod>{1}, stream); break;
-      case RedOp::Max: s = launch<2>(d, x, y, count, element::Combine<E, RedOp::Max>{1}, stream); break;
-      case RedOp::Min: s = launch<2>(d, x, y, count, element::Combine<E, RedOp::Min>{1}, stream); break;
-      default:
-        s = fail(Status::InvalidArgument, "%s kernels: reduction op %d is not one of ncclRedOp_t",
-                 TEMPO_GPU_BACKEND, int(op));
-    }
+    // Combine divides only sums (and so averages) by postDivisor.
+    const bool knownOp = element::withOp(op, [&]<RedOp Op>() {
+      s = launch<2>(d, x, y, count, element::Combine<E, Op>{postDivisor}, stream);
+    });
+    if (!knownOp)
+      s = fail(Status::InvalidArgument, "%s kernels: reduction op %d is not one of ncclRedOp_t", TEMPO_GPU_BACKEND,
+               int(op));
   });
   return known ? s : unknownType(type);
 }

@@ -103,15 +103,20 @@ std::vector<Communicator*>& uniqueComms(std::span<const Item> items) {
   return u;
 }
 
+// Points every item's device buffers at host copies; stops at the first failure (the
+// copies queued so far still belong to `staging`).
+Status stageAll(DeviceStaging& staging, std::vector<Item>& items) {
+  for (Item& it : items) TEMPO_TRY(staging.stage(*it.comm, it.args));
+  return Status::Success;
+}
+
 // A batch in a process with a GPU runtime, run where it is called (a nonblocking
 // communicator's worker): calls on device buffers run on host copies of them, made and
 // copied back before it returns (src/comm/device_staging.h, blocking form).
 Status driveStaged(mem::DeviceApi& gpu, std::span<const Item> items) {
   std::vector<Item> staged(items.begin(), items.end());
   DeviceStaging staging(gpu);
-  Status s = Status::Success;
-  for (Item& it : staged)
-    if (!ok(s = staging.stage(*it.comm, it.args))) break;
+  Status s = stageAll(staging, staged);
   // Wait for the copies queued so far even after a failure: they write into `staging`.
   const Status in = staging.waitInputs();
   if (ok(s)) s = in;
@@ -194,9 +199,7 @@ Status checkNotBehindItsPeers(const PendingBatch& next) {
 Status runStreamOrdered(mem::DeviceApi& gpu, std::span<const Item> items, std::span<Communicator* const> comms) {
   auto batch = copyBatch(items, comms);
   auto staging = std::make_shared<DeviceStaging>(gpu);
-  Status s = Status::Success;
-  for (Item& it : batch->items)
-    if (!ok(s = staging->stage(*it.comm, it.args))) break;
+  Status s = stageAll(*staging, batch->items);
   if (ok(s) && staging->empty()) {
     for (Communicator* c : comms) c->waitStreamWork();
     return lockedDrive(items, comms, /*staged=*/true);

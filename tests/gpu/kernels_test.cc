@@ -51,14 +51,9 @@ class GpuKernels : public ::testing::Test {
       return want;
     }
     element::withCodec(type, info_.fp8, [&]<class E>() {
-      for (size_t i = 0; i < count; ++i) {
-        switch (op) {
-          case RedOp::Sum: case RedOp::Avg: want[i] = element::Combine<E, RedOp::Sum>{divisor}(a[i], b[i]); break;
-          case RedOp::Prod: want[i] = element::Combine<E, RedOp::Prod>{1}(a[i], b[i]); break;
-          case RedOp::Max: want[i] = element::Combine<E, RedOp::Max>{1}(a[i], b[i]); break;
-          case RedOp::Min: want[i] = element::Combine<E, RedOp::Min>{1}(a[i], b[i]); break;
-        }
-      }
+      element::withOp(op, [&]<RedOp Op>() {
+        for (size_t i = 0; i < count; ++i) want[i] = element::Combine<E, Op>{divisor}(a[i], b[i]);
+      });
     });
     return want;
   }

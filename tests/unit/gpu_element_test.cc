@@ -27,17 +27,12 @@ using testing::kNumSpecialPatterns;
 using testing::kAllTypes;
 using testing::kAllOps;
 
-// The kernel functor for a runtime op (the launchers make the same choice: Avg is Sum).
+// The kernel functor for a runtime op, chosen as the launchers choose it.
 template <class E>
 typename E::Storage combine(RedOp op, uint64_t divisor, typename E::Storage x, typename E::Storage y) {
-  switch (op) {
-    case RedOp::Sum:
-    case RedOp::Avg: return Combine<E, RedOp::Sum>{divisor}(x, y);
-    case RedOp::Prod: return Combine<E, RedOp::Prod>{divisor}(x, y);
-    case RedOp::Max: return Combine<E, RedOp::Max>{divisor}(x, y);
-    case RedOp::Min: return Combine<E, RedOp::Min>{divisor}(x, y);
-  }
-  return x;
+  typename E::Storage r{};
+  element::withOp(op, [&]<RedOp Op>() { r = Combine<E, Op>{divisor}(x, y); });
+  return r;
 }
 
 // Makes the first kNumSpecialPatterns^2 pairs (a[i], b[i]) every special against every
