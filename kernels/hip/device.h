@@ -62,10 +62,16 @@ Result<bool> isDevicePointer(const void* p);
 // ---- memory (RAII owner below) ----
 Result<void*> allocate(size_t bytes);
 Status release(void* ptr);
+// Pinned host memory the device copies to and from directly (hipHostMalloc, cudaMallocHost).
+Result<void*> allocateHost(size_t bytes);
+Status releaseHost(void* ptr);
 // Copies `bytes` between any two addresses the runtime knows (host or device), in stream
 // order; the host side must stay valid until the stream reaches the copy.
 Status copyAsync(void* dst, const void* src, size_t bytes, void* stream);
 Status synchronize(void* stream);
+// A non-blocking stream of the calling thread's device: it never waits for the null stream.
+Result<void*> createStream();
+Status destroyStream(void* stream);  // nullptr: nothing to do
 // Stream-ordered events (created without timing) and host functions, as in DeviceApi.
 Result<void*> recordEvent(void* stream);
 Result<bool> eventDone(void* event);

@@ -202,6 +202,25 @@ Status release(void* ptr) {
   return check(TEMPO_GPU(Free)(ptr), "Free");
 }
 
+Result<void*> allocateHost(size_t bytes) {
+  void* p = nullptr;
+#if defined(TEMPO_GPU_HIP)
+  TEMPO_TRY(check(hipHostMalloc(&p, bytes == 0 ? 1 : bytes, hipHostMallocDefault), "HostMalloc"));
+#else
+  TEMPO_TRY(check(cudaMallocHost(&p, bytes == 0 ? 1 : bytes), "MallocHost"));
+#endif
+  return p;
+}
+
+Status releaseHost(void* ptr) {
+  if (ptr == nullptr) return Status::Success;
+#if defined(TEMPO_GPU_HIP)
+  return check(hipHostFree(ptr), "HostFree");
+#else
+  return check(cudaFreeHost(ptr), "FreeHost");
+#endif
+}
+
 Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return Status::Success;
   return check(TEMPO_GPU(MemcpyAsync)(dst, src, bytes, gpuMemcpyDefault,
@@ -211,6 +230,17 @@ Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) {
 
 Status synchronize(void* stream) {
   return check(TEMPO_GPU(StreamSynchronize)(static_cast<gpuStream_t>(stream)), "StreamSynchronize");
+}
+
+Result<void*> createStream() {
+  gpuStream_t stream = nullptr;
+  TEMPO_TRY(check(TEMPO_GPU(StreamCreateWithFlags)(&stream, TEMPO_GPU(StreamNonBlocking)), "StreamCreateWithFlags"));
+  return static_cast<void*>(stream);
+}
+
+Status destroyStream(void* stream) {
+  if (stream == nullptr) return Status::Success;
+  return check(TEMPO_GPU(StreamDestroy)(static_cast<gpuStream_t>(stream)), "StreamDestroy");
 }
 
 Result<void*> recordEvent(void* stream) {

@@ -29,6 +29,7 @@
 #include "src/core/dtype.h"
 #include "src/engine/engine.h"
 #include "src/mem/host_buffer.h"
+#include "src/mem/staging_arena.h"
 #include "src/mem/user_memory.h"
 #include "src/pacing/clock.h"
 #include "src/tune/tune.h"
@@ -166,6 +167,12 @@ class Communicator : public engine::Liveness {
   void beginStreamWork();
   void endStreamWork();
   void waitStreamWork();
+  // Pinned host memory and a stream for the device buffers of the batches this
+  // communicator's worker runs (device_staging.h); created on first use, by the worker only.
+  mem::StagingArena& stagingArena(mem::DeviceApi& gpu) {
+    if (!staging_) staging_ = std::make_unique<mem::StagingArena>(gpu);
+    return *staging_;
+  }
   std::timed_mutex& driveMutex() { return driveMu_; }
   // Remembers the first fatal error and the calling thread's message for it, and tells
   // the ring neighbours (who forward it), so that every rank learns why.
@@ -300,6 +307,7 @@ class Communicator : public engine::Liveness {
   int streamWork_ = 0;  // guarded by asyncMu_
   std::mutex asyncMu_;  // with asyncCv_: waiting for inProgress_ to clear or streamWork_ to reach 0
   std::condition_variable asyncCv_;
+  std::unique_ptr<mem::StagingArena> staging_;
   AsyncWorker worker_;  // last: joined before the members its job uses are destroyed
 };
 

@@ -44,34 +44,30 @@ Extents extents(const Communicator& c, const CollArgs& a) {
 
 DeviceStaging::~DeviceStaging() = default;
 
-Status DeviceStaging::stage(const Communicator& c, CollArgs& a) {
+Status DeviceStaging::plan(const Communicator& c, const CollArgs& a) {
   const Extents e = extents(c, a);
   const size_t elem = dataTypeSize(a.type);
   // Every pointer the call dereferences, with how far and whether it writes there.
   struct Use {
-    const void** ptr;
+    const void* ptr;
     size_t bytes;
     bool writes;
   };
-  const void* recv = a.recv;
-  Use uses[] = {{&a.send, e.send, false},
-                {&recv, e.recv, true},
-                {&a.bias, a.bias ? a.count * elem : 0, false},
-                {&a.scalar, a.scalar ? elem : 0, false}};
+  const Use uses[] = {{a.send, e.send, false},
+                      {a.recv, e.recv, true},
+                      {a.bias, a.bias ? a.count * elem : 0, false},
+                      {a.scalar, a.scalar ? elem : 0, false}};
   const size_t first = regions_.size();
-  for (Use& u : uses) {
-    if (*u.ptr == nullptr || u.bytes == 0) continue;
-    TEMPO_ASSIGN(const bool device, mem::deviceCall(gpu_, gpu_.isDevicePointer(*u.ptr)));
-    if (!device) {
-      u.bytes = 0;  // host memory: used as it is
-      continue;
-    }
-    auto* p = static_cast<std::byte*>(const_cast<void*>(*u.ptr));
+  for (const Use& u : uses) {
+    if (u.ptr == nullptr || u.bytes == 0) continue;
+    TEMPO_ASSIGN(const bool device, mem::deviceCall(gpu_, gpu_.isDevicePointer(u.ptr)));
+    if (!device) continue;  // host memory: used as it is
+    auto* p = static_cast<std::byte*>(const_cast<void*>(u.ptr));
     // Overlapping ranges of this call (in place) become one region.
     auto overlaps = [&](const Region& r) { return p < r.device + r.bytes && r.device < p + u.bytes; };
     auto it = std::find_if(regions_.begin() + ptrdiff_t(first), regions_.end(), overlaps);
     if (it == regions_.end()) {
-      regions_.push_back({p, u.bytes, nullptr, u.writes, a.stream});
+      regions_.push_back({p, u.bytes, u.writes, 0});
       continue;
     }
     std::byte* lo = std::min(it->device, p);
@@ -80,40 +76,52 @@ Status DeviceStaging::stage(const Communicator& c, CollArgs& a) {
     it->bytes = size_t(hi - lo);
     it->written = it->written || u.writes;
   }
-  // Queue each region's copy to the host on the call's stream.
-  for (size_t i = first; i < regions_.size(); ++i) {
-    Region& r = regions_[i];
-    r.host.reset(new (std::nothrow) std::byte[r.bytes]);
-    if (!r.host) return fail(Status::SystemError, "%s: cannot allocate %zu bytes to stage a device buffer", gpu_.name(), r.bytes);
-    TEMPO_TRY(call(gpu_.copyAsync(r.host.get(), r.device, r.bytes, r.stream)));
-    if (std::find(streams_.begin(), streams_.end(), r.stream) == streams_.end()) streams_.push_back(r.stream);
-  }
-  // Point the call at the copies.
-  for (Use& u : uses) {
-    if (*u.ptr == nullptr || u.bytes == 0) continue;
-    auto* p = static_cast<const std::byte*>(*u.ptr);
-    for (size_t i = first; i < regions_.size(); ++i) {
-      const Region& r = regions_[i];
-      if (p >= r.device && p < r.device + r.bytes) {
-        *u.ptr = r.host.get() + (p - r.device);
-        break;
-      }
-    }
-  }
-  a.recv = const_cast<void*>(recv);
+  calls_.emplace_back(first, regions_.size());
+  if (regions_.size() > first && std::find(streams_.begin(), streams_.end(), a.stream) == streams_.end())
+    streams_.push_back(a.stream);
   return Status::Success;
 }
 
-Status DeviceStaging::waitInputs() {
+Status DeviceStaging::waitStreams() {
   for (void* s : streams_) TEMPO_TRY(call(gpu_.synchronize(s)));
   return Status::Success;
 }
 
-Status DeviceStaging::copyBack() {
-  for (const Region& r : regions_) {
-    if (r.written) TEMPO_TRY(call(gpu_.copyAsync(r.device, r.host.get(), r.bytes, r.stream)));
+Status DeviceStaging::copyIn(mem::StagingArena& arena) {
+  // Lay the copies out one after another, each 256-byte aligned (what the copy engines
+  // and the reducers' vector loads like).
+  size_t total = 0;
+  for (Region& r : regions_) {
+    r.offset = total;
+    total += (r.bytes + 255) & ~size_t(255);
   }
-  return waitInputs();  // the same streams: waits for the copies just queued
+  TEMPO_ASSIGN(host_, arena.reserve(total));
+  TEMPO_ASSIGN(void* stream, arena.stream());
+  for (const Region& r : regions_) TEMPO_TRY(call(gpu_.copyAsync(host_ + r.offset, r.device, r.bytes, stream)));
+  return call(gpu_.synchronize(stream));
+}
+
+void DeviceStaging::bind(size_t callIndex, CollArgs& a) const {
+  const auto [first, last] = calls_[callIndex];
+  auto map = [&](const void* p) -> const void* {
+    auto* b = static_cast<const std::byte*>(p);
+    for (size_t i = first; p && i < last; ++i) {
+      const Region& r = regions_[i];
+      if (b >= r.device && b < r.device + r.bytes) return host_ + r.offset + (b - r.device);
+    }
+    return p;
+  };
+  a.send = map(a.send);
+  a.recv = const_cast<void*>(map(a.recv));
+  a.bias = map(a.bias);
+  a.scalar = map(a.scalar);
+}
+
+Status DeviceStaging::copyOut(mem::StagingArena& arena) {
+  TEMPO_ASSIGN(void* stream, arena.stream());
+  for (const Region& r : regions_)
+    if (r.written) TEMPO_TRY(call(gpu_.copyAsync(r.device, host_ + r.offset, r.bytes, stream)));
+  return call(gpu_.synchronize(stream));
 }
 
 Status DeviceStaging::recordInputs() {
@@ -125,14 +133,9 @@ Status DeviceStaging::recordInputs() {
 }
 
 Status DeviceStaging::queueCompletion(const std::shared_ptr<DeviceStaging>& self) {
-  DeviceStaging& st = *self;
-  for (void* s : st.streams_) {
-    TEMPO_TRY(st.call(st.gpu_.launchHostFunc(s, &DeviceStaging::waitForBatch, &st)));
-    for (const Region& r : st.regions_) {
-      if (r.written && r.stream == s) TEMPO_TRY(st.call(st.gpu_.copyAsync(r.device, r.host.get(), r.bytes, s)));
-    }
+  for (void* s : self->streams_) {
     auto* owner = new std::shared_ptr<DeviceStaging>(self);
-    const Status queued = st.call(st.gpu_.launchHostFunc(s, &DeviceStaging::release, owner));
+    const Status queued = self->call(self->gpu_.launchHostFunc(s, &DeviceStaging::waitForBatch, owner));
     if (!ok(queued)) {
       delete owner;
       return queued;
@@ -141,8 +144,14 @@ Status DeviceStaging::queueCompletion(const std::shared_ptr<DeviceStaging>& self
   return Status::Success;
 }
 
+void DeviceStaging::abandon(const std::shared_ptr<DeviceStaging>& self) {
+  self->complete();
+  self->releaseEvents();
+}
+
 Status DeviceStaging::pollInputs(const std::function<bool()>& cancelled) {
-  // The copies are short next to a collective: poll at a gentle, growing interval.
+  // Stream work before a call is usually short next to a collective: poll at a gentle,
+  // growing interval.
   auto pause = std::chrono::microseconds(5);
   for (void* event : events_) {
     for (;;) {
@@ -169,24 +178,14 @@ void DeviceStaging::releaseEvents() {
   events_.clear();
 }
 
-void DeviceStaging::abandon(const std::shared_ptr<DeviceStaging>& self) {
-  self->complete();
-  self->releaseEvents();
-  for (void* s : self->streams_) {
-    auto* owner = new std::shared_ptr<DeviceStaging>(self);
-    if (!ok(self->gpu_.launchHostFunc(s, &DeviceStaging::release, owner))) {
-      delete owner;
-      (void)self->gpu_.synchronize(s);  // the last resort: the copies finish before it goes
-    }
+void DeviceStaging::waitForBatch(void* owner) {
+  auto* self = static_cast<std::shared_ptr<DeviceStaging>*>(owner);
+  {
+    DeviceStaging& st = **self;
+    std::unique_lock<std::mutex> lock(st.mu_);
+    st.cv_.wait(lock, [&st] { return st.done_; });
   }
+  delete self;
 }
-
-void DeviceStaging::waitForBatch(void* self) {
-  auto* st = static_cast<DeviceStaging*>(self);
-  std::unique_lock<std::mutex> lock(st->mu_);
-  st->cv_.wait(lock, [st] { return st->done_; });
-}
-
-void DeviceStaging::release(void* owner) { delete static_cast<std::shared_ptr<DeviceStaging>*>(owner); }
 
 }  // namespace tempo::comm

@@ -1,89 +1,97 @@
 // Device buffers, first form: a call on device memory runs on host copies of it, in the
-// order of its stream.
+// order of its stream, copied when the stream reaches the call.
 //
-// stage() runs when the call is made: every device range the call reads or writes (its
-// send and receive buffers as far as they are significant on this rank, the bias of
-// AllReduceWithBias, a device-resident PreMulSum scalar) gets a host copy, filled by a
-// copy queued on the call's stream, so it holds what the stream will have written there
-// by then (a kernel queued just before the call included); the call is pointed at the
-// copies. Ranges that overlap (NCCL's in-place layouts) share one copy, so in place stays
-// in place. Then one of two forms:
+// plan() runs when the call is made: it notes every device range the call reads or writes
+// (its send and receive buffers as far as they are significant on this rank, the bias of
+// AllReduceWithBias, a device-resident PreMulSum scalar); ranges that overlap (NCCL's
+// in-place layouts) become one, so in place stays in place. Nothing is copied then. The
+// batch runs on the worker of its first communicator, which owns a staging arena
+// (src/mem/staging_arena.h: pinned host memory reused from batch to batch, and a stream):
+// once the calls' streams have reached the calls, copyIn() copies every range into the
+// arena on the arena's stream, bind() points each call at its copies, the batch runs, and
+// copyOut() copies the written ranges back. So the host memory a communicator holds is
+// that of its largest batch, however many calls the application queues.
 //
-//  - Blocking (a nonblocking communicator's worker, which answers ncclInProgress anyway):
-//    waitInputs() synchronises the streams, the batch runs, copyBack() queues the written
-//    ranges back to the device and synchronises.
-//  - Stream-ordered (a blocking communicator: the call returns at once, as RCCL's do):
-//    recordInputs() marks each stream after its copies with an event, and queueCompletion()
-//    queues on each stream a host function that waits for the batch, then the copies back,
-//    then a host function that frees the copies; so work queued after the call waits for
-//    its result. The batch runs on the communicator's worker, which first waits for the
-//    events (pollInputs) and finally calls complete(). Each host function only waits, and
-//    only for the batch, which itself waits only for the events queued before them: a
-//    runtime that runs every stream's host functions on one thread cannot deadlock it.
+// How the worker learns that a stream has reached its call, in two forms:
+//  - Blocking (a nonblocking communicator's worker, whose calls answer ncclInProgress):
+//    waitStreams() synchronises the streams.
+//  - Stream-ordered (a blocking communicator: the call returns at once, as RCCL's do): at
+//    call time recordInputs() marks each stream with an event, and queueCompletion() queues
+//    on it a host function that waits until complete(), so that work queued after the call
+//    waits for its result; the worker polls the events (pollInputs). A host function waits
+//    only for its batch, and the batch for work queued before the host functions and for
+//    the arena's own stream, so a runtime that runs every stream's host functions on one
+//    thread cannot deadlock it.
 //
-// Nothing is copied back after a failure in the blocking form; in the stream-ordered form
-// the copies back are already queued, so a failed call's output is what the host copies
-// held (NCCL leaves it undefined either way).
+// Nothing is copied back after a failure: the output of a failed call is undefined, as in
+// NCCL.
 #pragma once
 
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "src/comm/communicator.h"
 #include "src/mem/device_api.h"
+#include "src/mem/staging_arena.h"
 
 namespace tempo::comm {
 
 class DeviceStaging {
  public:
   explicit DeviceStaging(mem::DeviceApi& gpu) : gpu_(gpu) {}
-  ~DeviceStaging();  // frees the copies; releaseEvents() must have run
+  ~DeviceStaging();  // releaseEvents() must have run
 
-  // Queues the host copies of `a`'s device ranges (a call of rank c.rank()) on a.stream and
-  // points `a` at them. Host pointers are left alone.
-  Status stage(const Communicator& c, CollArgs& a);
+  // Call time: notes the device ranges of `a` (a call of rank c.rank()), the batch's next
+  // call. `a` keeps pointing at device memory until bind().
+  Status plan(const Communicator& c, const CollArgs& a);
   bool empty() const { return regions_.empty(); }
-  // The streams with copies, each once.
+  mem::DeviceApi& gpu() const { return gpu_; }
+  // The streams of the calls with device ranges, each once.
   const std::vector<void*>& streams() const { return streams_; }
 
-  // ---- blocking form ----
-  Status waitInputs();
-  Status copyBack();
-
-  // ---- stream-ordered form ----
+  // ---- stream-ordered form, at call time ----
   Status recordInputs();
-  // `self` owns this staging: the last host function on each stream holds a reference.
+  // `self` owns this staging: each stream's host function holds a reference until it returns.
   static Status queueCompletion(const std::shared_ptr<DeviceStaging>& self);
-  // Waits (polling) until every stream has run its copies, or `cancelled()` says stop.
+  // For a batch that will not run: lets any host function already queued return.
+  static void abandon(const std::shared_ptr<DeviceStaging>& self);
+
+  // ---- on the worker ----
+  // Stream-ordered: waits (polling) until every stream has reached its call, or
+  // `cancelled()` says stop. Blocking form: waitStreams() synchronises them instead.
   Status pollInputs(const std::function<bool()>& cancelled);
+  Status waitStreams();
+  // Copies every range into `arena` and waits for the copies.
+  Status copyIn(mem::StagingArena& arena);
+  // Points call number `call` (in plan order) at its copies.
+  void bind(size_t call, CollArgs& a) const;
+  // Copies the ranges the calls write back to the device and waits for the copies.
+  Status copyOut(mem::StagingArena& arena);
   // Lets the host functions waiting for the batch return.
   void complete();
   // Destroys the events (runtime calls, so not from a host function). Idempotent.
   void releaseEvents();
-  // For a batch that will not run: lets any waiting host function return, and keeps the
-  // copies alive (a host function on each stream holds them) until the copies already
-  // queued into them have run, without waiting for the streams, which may be held.
-  static void abandon(const std::shared_ptr<DeviceStaging>& self);
 
  private:
   struct Region {
     std::byte* device;  // start of the device range
     size_t bytes;
-    std::unique_ptr<std::byte[]> host;
     bool written;
-    void* stream;
+    size_t offset;      // of its copy in the arena
   };
   Status call(Status s) const { return mem::deviceCall(gpu_, s); }
-  static void waitForBatch(void* self);  // host function
-  static void release(void* owner);      // host function: drops a shared_ptr
+  static void waitForBatch(void* owner);  // host function; drops its reference
 
   mem::DeviceApi& gpu_;
   std::vector<Region> regions_;
+  std::vector<std::pair<size_t, size_t>> calls_;  // each call's regions: [first, last)
   std::vector<void*> streams_;  // those with copies, each once, in order of first use
   std::vector<void*> events_;
+  std::byte* host_ = nullptr;   // the arena's memory while the batch runs
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

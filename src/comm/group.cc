@@ -103,35 +103,42 @@ std::vector<Communicator*>& uniqueComms(std::span<const Item> items) {
   return u;
 }
 
-// Points every item's device buffers at host copies; stops at the first failure (the
-// copies queued so far still belong to `staging`).
-Status stageAll(DeviceStaging& staging, std::vector<Item>& items) {
-  for (Item& it : items) TEMPO_TRY(staging.stage(*it.comm, it.args));
+// Notes every item's device ranges (call time).
+Status planAll(DeviceStaging& staging, std::span<const Item> items) {
+  for (const Item& it : items) TEMPO_TRY(staging.plan(*it.comm, it.args));
   return Status::Success;
 }
 
-// A batch in a process with a GPU runtime, run where it is called (a nonblocking
-// communicator's worker): calls on device buffers run on host copies of them, made and
-// copied back before it returns (src/comm/device_staging.h, blocking form).
-Status driveStaged(mem::DeviceApi& gpu, std::span<const Item> items) {
-  std::vector<Item> staged(items.begin(), items.end());
-  DeviceStaging staging(gpu);
-  Status s = stageAll(staging, staged);
-  // Wait for the copies queued so far even after a failure: they write into `staging`.
-  const Status in = staging.waitInputs();
-  if (ok(s)) s = in;
-  TEMPO_TRY(s);
-  TEMPO_TRY(driveBatch(staged));
-  return staging.copyBack();
-}
-
-// `staged`: the items' device buffers have already been replaced by host copies.
-Status lockedDrive(std::span<const Item> items, std::span<Communicator* const> comms, bool staged = false) {
+Status lockedDrive(std::span<const Item> items, std::span<Communicator* const> comms) {
   for (Communicator* c : comms) c->driveMutex().lock();
-  mem::DeviceApi* gpu = staged ? nullptr : mem::deviceApi();
-  Status s = gpu ? driveStaged(*gpu, items) : driveBatch(items);
+  Status s = driveBatch(items);
   for (Communicator* c : comms) c->driveMutex().unlock();
   return s;
+}
+
+// On the worker of comms[0], once the items' streams have reached them: copies their
+// device ranges into comms[0]'s staging arena, runs the batch on the copies and copies the
+// results back (src/comm/device_staging.h).
+Status runStaged(DeviceStaging& staging, std::vector<Item>& items, std::span<Communicator* const> comms) {
+  mem::StagingArena& arena = comms[0]->stagingArena(staging.gpu());
+  TEMPO_TRY(staging.copyIn(arena));
+  for (size_t i = 0; i < items.size(); ++i) staging.bind(i, items[i].args);
+  TEMPO_TRY(lockedDrive(items, comms));
+  return staging.copyOut(arena);
+}
+
+// A batch of nonblocking communicators, on the worker of comms[0]. In a process with a
+// GPU runtime, device buffers are staged after the calls' streams are synchronised
+// (blocking form).
+Status driveOnWorker(std::span<const Item> items, std::span<Communicator* const> comms) {
+  mem::DeviceApi* gpu = mem::deviceApi();
+  if (!gpu) return lockedDrive(items, comms);
+  DeviceStaging staging(*gpu);
+  TEMPO_TRY(planAll(staging, items));
+  if (staging.empty()) return lockedDrive(items, comms);
+  TEMPO_TRY(staging.waitStreams());
+  std::vector<Item> staged(items.begin(), items.end());  // bind() points these at the copies
+  return runStaged(staging, staged, comms);
 }
 
 // A batch run later on a worker, owning what the caller's arrays held at call time.
@@ -193,17 +200,18 @@ Status checkNotBehindItsPeers(const PendingBatch& next) {
 
 // A batch of blocking communicators in a process with a GPU runtime. Calls on host buffers
 // only run now, as without one (after any stream-ordered work still pending on their
-// communicators). A batch with device buffers is stream-ordered: its host copies are
-// queued on the calls' streams now, the calls return at once, and the batch runs on the
-// first communicator's worker (src/comm/device_staging.h).
+// communicators). A batch with device buffers is stream-ordered: an event and a host
+// function that waits for the batch are queued on the calls' streams now, the calls return
+// at once, and the batch runs on the first communicator's worker when the streams reach
+// it (src/comm/device_staging.h).
 Status runStreamOrdered(mem::DeviceApi& gpu, std::span<const Item> items, std::span<Communicator* const> comms) {
-  auto batch = copyBatch(items, comms);
   auto staging = std::make_shared<DeviceStaging>(gpu);
-  Status s = stageAll(*staging, batch->items);
+  Status s = planAll(*staging, items);
   if (ok(s) && staging->empty()) {
     for (Communicator* c : comms) c->waitStreamWork();
-    return lockedDrive(items, comms, /*staged=*/true);
+    return lockedDrive(items, comms);
   }
+  auto batch = copyBatch(items, comms);
   PendingBatch pending{batch.get(), staging->streams(), {}};
   for (const Item& it : batch->items) pending.ranks.emplace_back(it.comm->commHash(), it.comm->rank());
   if (ok(s) && !ok(s = checkNotBehindItsPeers(pending))) {
@@ -232,7 +240,7 @@ Status runStreamOrdered(mem::DeviceApi& gpu, std::span<const Item> items, std::s
     };
     Status st = staging->pollInputs(cancelled);
     staging->releaseEvents();
-    if (ok(st)) st = lockedDrive(batch->items, batch->comms, /*staged=*/true);
+    if (ok(st)) st = runStaged(*staging, batch->items, batch->comms);
     // The call has returned long ago: its failure is the communicators' async error.
     if (!ok(st))
       for (Communicator* c : batch->comms) c->recordError(st);
@@ -260,7 +268,7 @@ Status postBatch(std::span<const Item> items, std::span<Communicator* const> com
   auto batch = copyBatch(items, comms);
   // Items hold pins, so the job's communicators outlive it; destroy and abort wait for it.
   comms[0]->postAsync([batch] {
-    Status s = lockedDrive(batch->items, batch->comms);
+    Status s = driveOnWorker(batch->items, batch->comms);
     std::vector<Communicator*> comms = std::move(batch->comms);
     batch->items.clear();  // drop the pins before announcing completion
     for (Communicator* c : comms) c->endAsync(s);

@@ -54,14 +54,15 @@ DeviceApi* loadPlugin(const std::string& path) {
 
 }  // namespace
 
-DeviceApi* loadDeviceApi(const std::string& choice) {
+DeviceApi* loadDeviceApi(const std::string& choice, const std::string& pluginDirectory) {
   if (choice == "off") {
     TEMPO_INFO(log::Init, "GPU: host memory only (TEMPO_GPU=off)");
     return nullptr;
   }
   if (choice != "auto") return loadPlugin(choice);
-  if (access("/dev/kfd", F_OK) == 0) return loadPlugin(ownDirectory() + "libtempo-gpu-hip.so");
-  if (access("/dev/nvidiactl", F_OK) == 0) return loadPlugin(ownDirectory() + "libtempo-gpu-cuda.so");
+  const std::string dir = pluginDirectory.empty() ? ownDirectory() : pluginDirectory;
+  if (access("/dev/kfd", F_OK) == 0) return loadPlugin(dir + "libtempo-gpu-hip.so");
+  if (access("/dev/nvidiactl", F_OK) == 0) return loadPlugin(dir + "libtempo-gpu-cuda.so");
   TEMPO_INFO(log::Init, "GPU: host memory only (no /dev/kfd or /dev/nvidiactl)");
   return nullptr;
 }

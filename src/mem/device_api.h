@@ -30,6 +30,18 @@ class DeviceApi {
   // (registered) and managed memory are not; neither is an address the runtime does not
   // know, which is then taken to be host memory, as NCCL does.
   virtual Result<bool> isDevicePointer(const void* p) = 0;
+  // Device memory of at least `bytes` bytes on the calling thread's device (what hipMalloc
+  // gives), freed with release(); release(nullptr) does nothing.
+  virtual Result<void*> allocate(size_t bytes) = 0;
+  virtual Status release(void* p) = 0;
+  // Host memory of at least `bytes` bytes that the device copies to and from directly
+  // (pinned: hipHostMalloc, cudaMallocHost), freed with releaseHost().
+  virtual Result<void*> allocateHost(size_t bytes) = 0;
+  virtual Status releaseHost(void* p) = 0;
+  // A non-blocking stream of its own on the calling thread's device (it never waits for
+  // the null stream), destroyed with destroyStream() once nothing more is queued on it.
+  virtual Result<void*> createStream() = 0;
+  virtual Status destroyStream(void* stream) = 0;
   // Copies `bytes` between host and device memory (either direction, or device to device)
   // in the order of `stream`: after everything queued on it before, and before anything
   // queued after. Returns once the copy is queued.
@@ -65,7 +77,9 @@ DeviceApi* deviceApi();
 
 // What deviceApi() decides, decided afresh for `choice` (a TEMPO_GPU value): the loaded
 // plugin's runtime, or nullptr with the reason in the INIT log. A loaded plugin stays loaded.
-DeviceApi* loadDeviceApi(const std::string& choice);
+// With "auto" the plugin is looked for in `pluginDirectory` (with its trailing '/'; empty:
+// the directory of the library or program this code is linked into).
+DeviceApi* loadDeviceApi(const std::string& choice, const std::string& pluginDirectory = "");
 
 // Tests only: uses `api` (nullptr: none) from now on in place of the loaded runtime and
 // returns the previous one. Not for use while collectives run.
@@ -75,6 +89,6 @@ DeviceApi* setDeviceApiForTesting(DeviceApi* api);
 // lives as long as the process), or nullptr with the reason written to `why` (e.g. no
 // device). The name carries the interface's version.
 using GpuPluginEntry = DeviceApi* (*)(char* why, size_t whyBytes);
-inline constexpr const char* kGpuPluginEntry = "tempo_gpu_plugin_v1";
+inline constexpr const char* kGpuPluginEntry = "tempo_gpu_plugin_v2";
 
 }  // namespace tempo::mem

@@ -17,6 +17,12 @@ class GpuRuntime final : public DeviceApi {
  public:
   const char* name() const override { return gpu::backendName(); }
   Result<bool> isDevicePointer(const void* p) override { return gpu::isDevicePointer(p); }
+  Result<void*> allocate(size_t bytes) override { return gpu::allocate(bytes); }
+  Status release(void* p) override { return gpu::release(p); }
+  Result<void*> allocateHost(size_t bytes) override { return gpu::allocateHost(bytes); }
+  Status releaseHost(void* p) override { return gpu::releaseHost(p); }
+  Result<void*> createStream() override { return gpu::createStream(); }
+  Status destroyStream(void* stream) override { return gpu::destroyStream(stream); }
   Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) override {
     return gpu::copyAsync(dst, src, bytes, stream);
   }
@@ -34,9 +40,9 @@ class GpuRuntime final : public DeviceApi {
 }  // namespace
 }  // namespace tempo::mem
 
-extern "C" __attribute__((visibility("default"))) tempo::mem::DeviceApi* tempo_gpu_plugin_v1(char* why,
+extern "C" __attribute__((visibility("default"))) tempo::mem::DeviceApi* tempo_gpu_plugin_v2(char* why,
                                                                                              size_t whyBytes) {
-  static_assert(std::is_same_v<decltype(&tempo_gpu_plugin_v1), tempo::mem::GpuPluginEntry>);
+  static_assert(std::is_same_v<decltype(&tempo_gpu_plugin_v2), tempo::mem::GpuPluginEntry>);
   auto devices = tempo::kernels::gpu::deviceCount();
   if (!devices.ok()) {
     std::snprintf(why, whyBytes, "%s", tempo::lastErrorMessage());

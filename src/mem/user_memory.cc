@@ -3,14 +3,21 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "src/mem/device_api.h"
 #include "src/mem/host_buffer.h"
 
 namespace tempo::mem {
 namespace {
 
+// One ncclMemAlloc allocation: host memory the library mapped, or device memory of `gpu`.
+struct UserAllocation {
+  HostBuffer host;
+  DeviceApi* gpu = nullptr;
+};
+
 std::mutex g_mu;
-std::unordered_map<void*, HostBuffer>& allocations() {
-  static auto* live = new std::unordered_map<void*, HostBuffer>();  // outlives static destructors
+std::unordered_map<void*, UserAllocation>& allocations() {
+  static auto* live = new std::unordered_map<void*, UserAllocation>();  // outlives static destructors
   return *live;
 }
 
@@ -18,20 +25,33 @@ std::unordered_map<void*, HostBuffer>& allocations() {
 
 Result<void*> allocUserMemory(size_t bytes) {
   if (bytes == 0) return fail(Status::InvalidArgument, "ncclMemAlloc: size is 0");
-  TEMPO_ASSIGN(HostBuffer b, HostBuffer::allocate(bytes));
-  void* p = b.data();
+  UserAllocation a;
+  void* p;
+  if (DeviceApi* gpu = deviceApi()) {
+    TEMPO_ASSIGN(p, deviceCall(*gpu, gpu->allocate(bytes)));
+    a.gpu = gpu;
+  } else {
+    TEMPO_ASSIGN(a.host, HostBuffer::allocate(bytes));
+    p = a.host.data();
+  }
   std::lock_guard<std::mutex> lock(g_mu);
-  allocations().emplace(p, std::move(b));
+  allocations().emplace(p, std::move(a));
   return p;
 }
 
 Status freeUserMemory(void* ptr) {
   if (!ptr) return Status::Success;  // as free(NULL)
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (allocations().erase(ptr) == 0)
-    return fail(Status::InvalidArgument, "ncclMemFree: %p was not returned by ncclMemAlloc (or was freed already)",
-                ptr);
-  return Status::Success;
+  UserAllocation a;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = allocations().find(ptr);
+    if (it == allocations().end())
+      return fail(Status::InvalidArgument, "ncclMemFree: %p was not returned by ncclMemAlloc (or was freed already)",
+                  ptr);
+    a = std::move(it->second);
+    allocations().erase(it);
+  }
+  return a.gpu ? deviceCall(*a.gpu, a.gpu->release(ptr)) : Status::Success;
 }
 
 Result<void*> Registrations::add(void* buff, size_t size) {

@@ -1,9 +1,10 @@
 // Memory handed to users (ncclMemAlloc) and buffers users register with a communicator
-// (ncclCommRegister), on host memory.
+// (ncclCommRegister).
 //
-// ncclMemAlloc returns 2 MiB aligned, huge-page advised, pre-faulted memory, so that the
-// data path never takes first-touch faults on it; ncclMemFree accepts exactly the pointers
-// ncclMemAlloc returned. Registrations are the handles a later registration cache will
+// ncclMemAlloc returns device memory where the process has a GPU runtime (deviceApi(), as
+// RCCL's is hipMalloc'd), else 2 MiB aligned, huge-page advised, pre-faulted host memory, so
+// that the data path never takes first-touch faults on it; ncclMemFree accepts exactly the
+// pointers ncclMemAlloc returned. Registrations are the handles a later registration cache will
 // key on; now they record (buffer, size) and are validated on deregistration. Both are
 // safe to call from any thread.
 #pragma once

@@ -27,7 +27,7 @@ namespace {
 // Device copies of one rank's buffers, on that rank's own stream.
 class EmulatedMirror : public DeviceMirror {
  public:
-  explicit EmulatedMirror(EmulatedDevice& dev) : dev_(dev), stream_(dev.createStream()) {}
+  explicit EmulatedMirror(EmulatedDevice& dev) : dev_(dev), stream_(dev.newStream()) {}
   void* upload(const void* host, size_t bytes) override {
     void* p = dev_.alloc(bytes);
     dev_.upload(p, host, bytes);
@@ -102,7 +102,7 @@ TEST_P(DeviceBuffers, TheCallRunsWhereTheStreamIsAndLaterWorkSeesItsResult) {
   for (int r = 0; r < n; ++r) {
     in[size_t(r)] = dev_.alloc(kCount * sizeof(float));
     out[size_t(r)] = dev_.alloc(kCount * sizeof(float));
-    streams[size_t(r)] = dev_.createStream();
+    streams[size_t(r)] = dev_.newStream();
     // A slow kernel writes the input just before the call: the call must read what it wrote.
     dev_.launch(streams[size_t(r)], in[size_t(r)], [r](std::byte* p) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -124,6 +124,85 @@ TEST_P(DeviceBuffers, TheCallRunsWhereTheStreamIsAndLaterWorkSeesItsResult) {
     ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
     for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(seen[size_t(r)][i], ranksSum * float(i % 97)) << "rank " << r << " element " << i;
   }
+}
+
+// With a GPU runtime, ncclMemAlloc gives device memory (RCCL's is hipMalloc'd): collectives
+// run on it in stream order, and ncclMemFree gives it back to the runtime, once.
+TEST_P(DeviceBuffers, MemAllocGivesDeviceMemory) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  constexpr size_t kCount = 1000;
+  const size_t liveBefore = dev_.liveAllocations();
+  std::vector<void*> buf(static_cast<size_t>(n)), streams(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(ncclMemAlloc(&buf[size_t(r)], kCount * sizeof(int64_t)), ncclSuccess) << ncclGetLastError(nullptr);
+    ASSERT_TRUE(dev_.isDevicePointer(buf[size_t(r)]).value()) << "ncclMemAlloc gave host memory";
+    std::vector<int64_t> v(kCount, int64_t(r) + 1);
+    dev_.upload(buf[size_t(r)], v.data(), kCount * sizeof(int64_t));
+    streams[size_t(r)] = dev_.newStream();
+  }
+  EXPECT_EQ(dev_.liveAllocations(), liveBefore + size_t(n));
+  const auto res = w.onThreads([&](int r) {
+    return ncclAllReduce(buf[size_t(r)], buf[size_t(r)], kCount, ncclInt64, ncclSum, w[r],
+                         static_cast<hipStream_t>(streams[size_t(r)]));
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+    ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+    std::vector<int64_t> v(kCount);
+    dev_.download(v.data(), buf[size_t(r)], kCount * sizeof(int64_t));
+    EXPECT_EQ(v.front(), int64_t(n) * (n + 1) / 2);
+    EXPECT_EQ(v.back(), int64_t(n) * (n + 1) / 2);
+  }
+  for (void* b : buf) EXPECT_EQ(ncclMemFree(b), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_EQ(dev_.liveAllocations(), liveBefore) << "ncclMemFree released the device memory";
+  EXPECT_EQ(ncclMemFree(buf[0]), ncclInvalidArgument) << "a second free is refused";
+}
+
+// The host copies live in one pinned arena per communicator, allocated once it is large
+// enough and reused: queueing many calls on a stream does not make the library hold a copy
+// per call, and the arena goes with the communicator.
+TEST_P(DeviceBuffers, StagingMemoryIsPinnedReusedAndHeldOncePerCommunicator) {
+  const int n = GetParam();
+  constexpr size_t kCount = 256 * 1024;  // 1 MiB per buffer
+  constexpr int kQueued = 16;
+  const size_t pinnedBefore = dev_.livePinned();
+  std::vector<void*> in(static_cast<size_t>(n)), out(static_cast<size_t>(n)), streams(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    in[size_t(r)] = dev_.alloc(kCount * sizeof(int32_t));
+    out[size_t(r)] = dev_.alloc(kCount * sizeof(int32_t));
+    streams[size_t(r)] = dev_.newStream();
+    std::vector<int32_t> v(kCount);
+    for (size_t i = 0; i < kCount; ++i) v[i] = int32_t(i % 1000) * (r + 1);
+    dev_.upload(in[size_t(r)], v.data(), kCount * sizeof(int32_t));
+  }
+  auto queue = [&](int calls) {
+    const auto res = world_->onThreads([&](int r) {
+      ncclResult_t e = ncclSuccess;
+      for (int k = 0; k < calls && e == ncclSuccess; ++k)
+        e = ncclAllReduce(in[size_t(r)], out[size_t(r)], kCount, ncclInt32, ncclSum, (*world_)[r],
+                          static_cast<hipStream_t>(streams[size_t(r)]));
+      return e;
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError((*world_)[r]);
+      ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+    }
+  };
+  queue(1);
+  const size_t allocationsWarm = dev_.pinnedAllocations();
+  EXPECT_EQ(dev_.livePinned(), pinnedBefore + size_t(n)) << "one arena per communicator";
+  queue(kQueued);
+  EXPECT_EQ(dev_.pinnedAllocations(), allocationsWarm) << "a warm arena is reused, whatever the queue depth";
+  EXPECT_EQ(dev_.livePinned(), pinnedBefore + size_t(n));
+  const int32_t ranksSum = n * (n + 1) / 2;
+  for (int r = 0; r < n; ++r) {
+    std::vector<int32_t> v(kCount);
+    dev_.download(v.data(), out[size_t(r)], kCount * sizeof(int32_t));
+    for (size_t i = 0; i < kCount; i += 997) ASSERT_EQ(v[i], int32_t(i % 1000) * ranksSum) << "rank " << r;
+  }
+  world_.reset();
+  EXPECT_EQ(dev_.livePinned(), pinnedBefore) << "the arenas went with their communicators";
 }
 
 TEST_P(DeviceBuffers, HostBuffersAreUsedInPlaceWithoutACopy) {
@@ -236,7 +315,7 @@ TEST_P(DeviceBuffers, PreMulSumTakesItsScalarFromDeviceMemory) {
   // Each rank on its own stream: ranks of one communicator queued on one stream by separate
   // calls would wait on each other (see RanksSharingAStreamOutsideAGroupFailInsteadOfHanging).
   std::vector<void*> streams(ranks);
-  for (auto& st : streams) st = dev_.createStream();
+  for (auto& st : streams) st = dev_.newStream();
   const auto res = w.onThreads([&](int r) {
     return ncclAllReduce(buf[size_t(r)], buf[size_t(r)], 64, ncclFloat32, op[size_t(r)], w[r],
                          static_cast<hipStream_t>(streams[size_t(r)]));
@@ -281,7 +360,7 @@ TEST_P(DeviceBuffers, TheCallReturnsBeforeTheStreamReachesIt) {
   Gate gate;
   for (int r = 0; r < n; ++r) {
     buf[size_t(r)] = dev_.alloc(kCount * sizeof(int64_t));
-    streams[size_t(r)] = dev_.createStream();
+    streams[size_t(r)] = dev_.newStream();
     dev_.launch(streams[size_t(r)], buf[size_t(r)], [&gate, r](std::byte* p) {
       gate.wait();  // the stream is held here until every call has returned
       for (size_t i = 0; i < kCount; ++i) reinterpret_cast<int64_t*>(p)[i] = int64_t(r) << 20 | int64_t(i);
@@ -317,7 +396,7 @@ TEST_P(DeviceBuffers, AHostCallAfterAStreamOrderedOneWaitsForIt) {
   Gate gate;
   for (int r = 0; r < n; ++r) {
     dbuf[size_t(r)] = dev_.alloc(64 * sizeof(float));
-    streams[size_t(r)] = dev_.createStream();
+    streams[size_t(r)] = dev_.newStream();
     dev_.launch(streams[size_t(r)], dbuf[size_t(r)], [&gate](std::byte* p) {
       gate.wait();
       for (size_t i = 0; i < 64; ++i) reinterpret_cast<float*>(p)[i] = 1.0f;
@@ -353,7 +432,7 @@ TEST_P(DeviceBuffers, RanksSharingAStreamOutsideAGroupFailInsteadOfHanging) {
   const CommWorld& w = *world_;
   std::vector<void*> buf(static_cast<size_t>(n), nullptr);
   for (auto& b : buf) b = dev_.alloc(256);
-  void* shared = dev_.createStream();
+  void* shared = dev_.newStream();
   Gate gate;
   dev_.launch(shared, buf[0], [&gate](std::byte*) { gate.wait(); });
   // Rank 0's call, then rank 1's on the same stream, from this one thread: rank 0's call

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -29,12 +30,17 @@ namespace tempo::testing {
 
 class EmulatedDevice : public mem::DeviceApi {
  public:
-  EmulatedDevice() : defaultStream_(std::make_unique<Stream>()) { previous_ = mem::setDeviceApiForTesting(this); }
+  // `install`: become the process's runtime (deviceApi()) until destroyed; a plugin's
+  // device (emulated_plugin.cc) is returned to the loader instead.
+  explicit EmulatedDevice(bool install = true) : defaultStream_(std::make_unique<Stream>()), installed_(install) {
+    if (installed_) previous_ = mem::setDeviceApiForTesting(this);
+  }
   ~EmulatedDevice() override {
-    mem::setDeviceApiForTesting(previous_);
+    if (installed_) mem::setDeviceApiForTesting(previous_);
     streams_.clear();  // joins every stream before its memory goes
     defaultStream_.reset();
     for (auto& [start, a] : allocs_) unmap(start, a);
+    for (auto& [p, len] : pinned_) munmap(p, len);
   }
   EmulatedDevice(const EmulatedDevice&) = delete;
   EmulatedDevice& operator=(const EmulatedDevice&) = delete;
@@ -45,6 +51,52 @@ class EmulatedDevice : public mem::DeviceApi {
     std::lock_guard lock(mu_);
     ++queries_;
     return find(p) != nullptr;
+  }
+  Result<void*> allocate(size_t bytes) override {
+    try {
+      return alloc(bytes);
+    } catch (const std::exception& e) {
+      return fail(Status::SystemError, "%s", e.what());
+    }
+  }
+  Status release(void* p) override {
+    if (!p) return Status::Success;
+    std::lock_guard lock(mu_);
+    auto it = allocs_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == allocs_.end()) return fail(Status::InvalidArgument, "emulated device: %p was not allocated", p);
+    unmap(it->first, it->second);
+    allocs_.erase(it);
+    return Status::Success;
+  }
+  Result<void*> allocateHost(size_t bytes) override {
+    const size_t len = (std::max<size_t>(bytes, 1) + 4095) & ~size_t(4095);
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) return fail(Status::SystemError, "emulated device: cannot map %zu bytes of host memory", len);
+    std::lock_guard lock(mu_);
+    pinned_[p] = len;
+    ++pinnedAllocations_;
+    return p;
+  }
+  Status releaseHost(void* p) override {
+    if (!p) return Status::Success;
+    std::lock_guard lock(mu_);
+    auto it = pinned_.find(p);
+    if (it == pinned_.end()) return fail(Status::InvalidArgument, "emulated device: %p is not pinned host memory", p);
+    munmap(p, it->second);
+    pinned_.erase(it);
+    return Status::Success;
+  }
+  Result<void*> createStream() override { return newStream(); }
+  Status destroyStream(void* stream) override {
+    std::unique_ptr<Stream> gone;
+    {
+      std::lock_guard lock(mu_);
+      auto it = std::find_if(streams_.begin(), streams_.end(), [&](const auto& s) { return s.get() == stream; });
+      if (it == streams_.end()) return fail(Status::InvalidArgument, "emulated device: no stream %p", stream);
+      gone = std::move(*it);
+      streams_.erase(it);
+    }
+    return Status::Success;  // ~Stream runs what is queued, then joins its thread
   }
   Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) override {
     void* d = alias(dst);
@@ -103,7 +155,7 @@ class EmulatedDevice : public mem::DeviceApi {
     allocs_[reinterpret_cast<uintptr_t>(dev)] = {len, static_cast<std::byte*>(rw)};
     return dev;
   }
-  void* createStream() {
+  void* newStream() {
     std::lock_guard lock(mu_);
     streams_.push_back(std::make_unique<Stream>());
     return streams_.back().get();
@@ -127,6 +179,10 @@ class EmulatedDevice : public mem::DeviceApi {
   size_t queries() const { std::lock_guard lock(mu_); return queries_; }
   size_t hostFuncs() const { std::lock_guard lock(mu_); return hostFuncs_; }
   size_t liveEvents() const { std::lock_guard lock(mu_); return events_.size(); }
+  size_t liveAllocations() const { std::lock_guard lock(mu_); return allocs_.size(); }
+  // Pinned host memory: blocks held now, and allocations made so far.
+  size_t livePinned() const { std::lock_guard lock(mu_); return pinned_.size(); }
+  size_t pinnedAllocations() const { std::lock_guard lock(mu_); return pinnedAllocations_; }
 
  private:
   struct Alloc {
@@ -208,10 +264,13 @@ class EmulatedDevice : public mem::DeviceApi {
 
   mutable std::mutex mu_;
   std::map<uintptr_t, Alloc> allocs_;
+  std::map<void*, size_t> pinned_;
+  size_t pinnedAllocations_ = 0;
   std::vector<std::unique_ptr<Stream>> streams_;
   std::unique_ptr<Stream> defaultStream_;
   std::map<void*, std::shared_ptr<std::atomic<bool>>> events_;
   size_t copies_ = 0, copiedBytes_ = 0, queries_ = 0, hostFuncs_ = 0;
+  bool installed_;
   mem::DeviceApi* previous_ = nullptr;
 };
 
