@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The device checks of the GPU path, as one short script for a machine with a GPU: the
 # kernel tests (every datatype x op, bit for bit against the host reference), every
-# collective on device buffers through the library and its GPU plugin, and the reduction
-# kernels' bandwidth against a device-to-device copy.
+# collective on device buffers through the library and its GPU plugin, the reduction
+# kernels' bandwidth against a device-to-device copy, and all_reduce_perf -c 1 on device
+# buffers with 2 and 4 processes sharing the GPU.
 #
 #   scripts/gpu-check.sh [cuda|hip]      (default: cuda where nvcc is, else hip)
 #
@@ -21,10 +22,12 @@ tests=(gpu_kernels_test_$backend gpu_collectives_test_$backend)
 bench_bin=$BUILD_DIR/bench/micro/gpu_reduce_bench_$backend
 missing=0
 for t in "${tests[@]}"; do [ -x "$BUILD_DIR/tests/gpu/$t" ] || missing=1; done
-if [ "$missing" = 1 ] || [ ! -x "$bench_bin" ]; then
+for f in "$bench_bin" "$BUILD_DIR/bench/all_reduce_perf" "$BUILD_DIR/tools/tempo-run"; do [ -x "$f" ] || missing=1; done
+if [ "$missing" = 1 ]; then
   upper=$(echo "$backend" | tr a-z A-Z)
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "-DTEMPO_WITH_$upper=ON" > /dev/null
-  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${tests[@]}" "gpu_reduce_bench_$backend"
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${tests[@]}" "gpu_reduce_bench_$backend" \
+    "tempo_gpu_$backend" all_reduce_perf tempo_run
 fi
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.mem --format=csv || true
 # The tests must run, not skip: a skipped GPU case here means the GPU was not found.
@@ -39,3 +42,11 @@ done
 # The sum kernel (float) against the copy from 1 MiB to 1 GiB, then every datatype at 256 MiB.
 "$bench_bin" -b 1M -e 1G -f 4 -n 20 -w 3 -d float
 "$bench_bin" -b 256M -e 256M -n 20 -w 3 -d all
+# 2 and 4 processes sharing the GPU, device buffers (-Y coarse), results checked: the
+# rank lines must name device memory, and the tool exits non-zero on any wrong element.
+for np in 2 4; do
+  "$BUILD_DIR/tools/tempo-run" -n "$np" --timeout 300 -- "$BUILD_DIR/bench/all_reduce_perf" \
+    -b 8 -e 256M -f 4 -c 1 -n 20 -w 3 -Y coarse 2>&1 | tee /tmp/gpu-check-perf.txt
+  [ "${PIPESTATUS[0]}" = 0 ] || exit 1
+  grep -q "device memory" /tmp/gpu-check-perf.txt || { echo "gpu-check: the buffers were not device memory" >&2; exit 1; }
+done

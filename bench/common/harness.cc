@@ -13,6 +13,7 @@
 
 #include "bench/common/run.h"
 #include "bench/common/types.h"
+#include "src/core/param.h"
 
 namespace tempo::bench {
 
@@ -125,18 +126,25 @@ int execute(Run& run, size_t rss0) {
   const size_t rss1 = residentBytes();
   const size_t maxUnalign = o.unalign * 8;
   for (int i = 0; i < run.nLocal; ++i) {
-    run.send.emplace_back(o.maxBytes, maxUnalign);
-    run.recv.emplace_back(o.maxBytes, maxUnalign);
+    run.send.emplace_back(o.maxBytes, maxUnalign, run.gpu);
+    run.recv.emplace_back(o.maxBytes, maxUnalign, run.gpu);
     if (!run.send.back().ok() || !run.recv.back().ok()) {
       std::fprintf(stderr, "out of memory allocating %zu-byte buffers\n", o.maxBytes);
       abortJob(2);
     }
+    void* stream = nullptr;  // host memory, and -y 1: the null stream
+    if (run.gpu && !o.streamNull) {
+      auto created = run.gpu->createStream();
+      checkDevice(*run.gpu, created.ok() ? Status::Success : created.status(), "stream creation");
+      stream = created.value();
+    }
+    run.streams.push_back(stream);
   }
   const size_t rss2 = residentBytes();
   // -R: every local rank registers its two buffers for the whole run.
   std::vector<void*> registered;
   for (int i = 0; o.localRegister && i < run.nLocal; ++i)
-    for (const HostBuffer* b : {&run.send[size_t(i)], &run.recv[size_t(i)]}) {
+    for (const RankBuffer* b : {&run.send[size_t(i)], &run.recv[size_t(i)]}) {
       registered.push_back(nullptr);
       BENCH_NCCL(ncclCommRegister(run.comms[size_t(i)], b->allocation(), b->allocatedBytes(), &registered.back()));
     }
@@ -149,8 +157,9 @@ int execute(Run& run, size_t rss0) {
 
   std::vector<std::string> mine;
   const std::string host = shortHostName();
+  const std::string memory = run.gpu ? std::string(run.gpu->name()) + " device memory" : "host memory";
   for (int i = 0; i < run.nLocal; ++i)
-    mine.push_back(rankLine(run.globalRank(i), 0, int(getpid()), host.c_str(), run.devices[size_t(i)], "host memory"));
+    mine.push_back(rankLine(run.globalRank(i), 0, int(getpid()), host.c_str(), run.devices[size_t(i)], memory.c_str()));
   run.report.devices(splitLines(gatherRankLines(run.launch, run.comms, run.nranks, mine)));
   std::fflush(stdout);
   run.report.header();
@@ -179,6 +188,10 @@ int execute(Run& run, size_t rss0) {
   const int64_t oob = run.threads[0]->failedTests + run.threads[0]->outOfBounds;
   for (size_t k = 0; k < registered.size(); ++k) BENCH_NCCL(ncclCommDeregister(run.comms[k / 2], registered[k]));
   for (ncclComm_t c : run.comms) BENCH_NCCL(ncclCommDestroy(c));
+  for (void* stream : run.streams)
+    if (stream) checkDevice(*run.gpu, run.gpu->destroyStream(stream), "stream destruction");
+  run.send.clear();
+  run.recv.clear();
 
   std::string memLine;
   if (o.memoryReport) {
@@ -216,8 +229,6 @@ int runPerfTool(int argc, char** argv, const CollTest& test) {
 
   Report report(launch.proc == 0, o, prog);
   report.openJson(argc, argv, version);
-  if (test.reduces && (o.op == kMulSum || o.op == kAll))
-    o.notes.emplace_back("# mulsum is not supported yet (ncclRedOpCreatePreMulSum is not implemented); skipped");
   if (std::getenv("NCCL_TESTS_SPLIT") || std::getenv("NCCL_TESTS_SPLIT_MASK"))
     o.notes.emplace_back("# NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK are not supported yet; ignored");
   report.preamble(identityLines(version));
@@ -233,6 +244,13 @@ int runPerfTool(int argc, char** argv, const CollTest& test) {
   const int gpu0 = dev0 ? std::atoi(dev0) : launch.localRank * run.nLocal;
   for (int i = 0; i < run.nLocal; ++i) run.devices.push_back(gpu0 + i);
   run.comms.assign(size_t(run.nLocal), nullptr);
+  // -Y: device buffers where there is a GPU runtime, unless host memory is asked for.
+  if (o.memory != MemoryType::Host) run.gpu = benchDeviceApi();
+  if (o.memory == MemoryType::Device && !run.gpu) {
+    std::fprintf(stderr, "%s: -Y asks for device memory, but there is no GPU runtime (TEMPO_GPU=%s; "
+                 "NCCL_DEBUG=INFO says why)\n", prog, param::Gpu());
+    return 2;
+  }
 
   const int rc = execute(run, rss0);
   finishLaunch(launch);

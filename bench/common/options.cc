@@ -117,6 +117,7 @@ void usage(const char* prog) {
       "[-V,--device_cta_count <n>] (ignored) \n\t"
       "[-M,--memory_report <0/1> enable memory usage report (default: 0)] \n\t"
       "[-u,--unalign <num elements> misalign buffers (default: 0)] \n\t"
+      "[-Y,--memory_type <coarse/fine/host> device (coarse, fine) or host buffers (default: device where there is a GPU)] \n\t"
       "[-h,--help]\n"
       "Ranks = processes (mpirun, or RANK/WORLD_SIZE e.g. from tempo-run) x threads x gpus.\n",
       prog);
@@ -191,7 +192,15 @@ ParseResult parseOptions(int argc, char** argv, const ToolInfo& tool, Options* o
       case 'D': ignore(c, "no device API for host memory"); break;
       case 'V': ignore(c, "no device API for host memory"); break;
       case 'I': case 'K': ignore(c, "per-iteration event timing is not implemented for host memory"); break;
-      case 'Y': ignore(c, "buffers are always host memory"); break;
+      case 'Y':
+        if (tool.mpiPeer) ignore(c, "the MPI peer uses host memory");
+        else if (std::strcmp(a, "coarse") == 0 || std::strcmp(a, "fine") == 0) o->memory = MemoryType::Device;
+        else if (std::strcmp(a, "host") == 0) o->memory = MemoryType::Host;
+        else if (std::strcmp(a, "managed") == 0) {
+          std::fprintf(stderr, "%s: -Y managed: managed memory is not supported (coarse, fine or host)\n", tool.name);
+          return ParseResult::Error;
+        } else return bad(c, a);
+        break;
       case 's': case 'O': case 'q': case 'F': case 'E': case 'A': case 'X': case 'Z':
         ignore(c, "rccl-tests option not implemented");
         break;

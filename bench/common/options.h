@@ -1,7 +1,8 @@
 // Command line of the perf tools: nccl-tests 2.19.6's flags (getopt_long, same short and
-// long names and defaults; reference/perf-conventions.md 4.1), plus rccl-tests' extra flags,
-// which are accepted and reported as ignored. Flags that have no effect on host memory
-// (-G, -R, -x, -D, -V, -I, -K, -Y and rccl-tests' extras) are accepted and noted once.
+// long names and defaults; reference/perf-conventions.md 4.1), plus rccl-tests' -Y
+// (--memory_type) and its other extra flags, which are accepted and reported as ignored.
+// Flags Tempo has no use for (-G, -x, -D, -V, -I, -K and rccl-tests' extras) are accepted
+// and noted once.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,9 @@
 #include <vector>
 
 namespace tempo::bench {
+
+// -Y: where the buffers live. rccl-tests' coarse and fine both mean device memory here.
+enum class MemoryType { Auto, Host, Device };  // Auto: Device where there is a GPU runtime
 
 struct Options {
   int nThreads = 1;                    // -t
@@ -27,7 +31,8 @@ struct Options {
   int type = 7;                        // -d: ncclDataType_t or kAll (default float)
   int root = 0;                        // -r: rank or kAll
   int blocking = 0;                    // -z
-  int streamNull = 0;                  // -y (host buffers always use the null stream)
+  int streamNull = 0;                  // -y: device buffers use the null stream (host: always)
+  MemoryType memory = MemoryType::Auto;  // -Y
   int timeout = 0;                     // -T seconds, 0 = none
   int cudaGraph = 0;                   // -G: always 0 here (ignored), printed as "graph"
   int reportCputime = 0;               // -C

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bench/common/aggregate.h"
-#include "bench/common/buffers.h"
+#include "bench/common/device.h"
 #include "bench/common/harness.h"
 #include "bench/common/launch.h"
 #include "bench/common/options.h"
@@ -39,7 +39,9 @@ struct Run {
   int nranks = 1;   // ranks in the communicator
   std::vector<int> devices{};       // per local rank
   std::vector<ncclComm_t> comms{};  // per local rank
-  std::vector<HostBuffer> send{}, recv{};
+  mem::DeviceApi* gpu = nullptr;    // set when the buffers are device memory
+  std::vector<void*> streams{};     // per local rank (nullptr: the null stream)
+  std::vector<RankBuffer> send{}, recv{};
   std::unique_ptr<Aggregator> agg{};
   std::vector<std::unique_ptr<ThreadState>> threads{};
 

@@ -1,10 +1,14 @@
 // One thread's sweep: nccl-tests' TimeTest (warm-up, then every size) and BenchTime (time the
-// out-of-place or in-place variant, aggregate, validate, print), on host memory.
+// out-of-place or in-place variant, aggregate, validate, print), on host or device memory.
+// On device memory a call returns once queued on its rank's stream, so every point where
+// the operations must be over (end of warm-up and of the timed loop, -z, validation)
+// waits for the thread's streams first, as nccl-tests does.
 #include <algorithm>
 #include <chrono>
 
 #include "bench/common/run.h"
 #include "bench/common/types.h"
+#include "bench/common/verify.h"
 
 namespace tempo::bench {
 
@@ -47,18 +51,57 @@ class ThreadRunner {
   void startColl(const Case& k, bool inPlace, int iter, bool inAggGroup);
   int64_t validate(const Case& k, bool inPlace, int64_t* oobOut);
   Case setup(size_t bytes, int type, int op, int root) const;
-  RankData rankData(const Case& k, int local, bool inPlace, size_t shift) const;
+  // The pointers a rank's operation gets (host == false), or their host views, where
+  // validation data is written and checked (the same pointers on host memory).
+  RankData rankData(const Case& k, int local, bool inPlace, size_t shift, bool host = false) const;
+  // Waits until every operation queued on this thread's ranks' streams has run.
+  void waitStreams();
+  // Copies the regions validation writes or reads (with their canaries) to or from the
+  // device, for each of this thread's ranks.
+  void transfer(const Case& k, bool inPlace, bool toDevice);
+  size_t recvRegion(const Case& k, bool inPlace) const {
+    return inPlace ? std::max(k.recvBytes, k.sendBytes) : k.recvBytes;
+  }
   void barrier() {
     Busy b(ts_);
     run_.agg->barrier(ts_.index);
   }
   size_t unalignBytes(const Case& k) const { return o_.unalign * k.eltSize; }
+  // The op of local rank first_ + g: a PreMulSum op of its own for mulsum.
+  ncclRedOp_t redOp(const Case& k, int g) const {
+    return k.op == kMulSum ? userOps_[size_t(g)] : ncclRedOp_t(k.op);
+  }
+  // For mulsum, each of the thread's ranks creates its PreMulSum op (scalar
+  // preMulScalar(rank), host-immediate, as nccl-tests) for one datatype's sweep.
+  class UserOps {
+   public:
+    UserOps(ThreadRunner& t, int type, int op) : t_(t), active_(op == kMulSum) {
+      if (!active_) return;
+      t_.userOps_.assign(size_t(t_.o_.nGpus), ncclSum);
+      for (int g = 0; g < t_.o_.nGpus; ++g) {
+        const int local = t_.first_ + g;
+        uint64_t scalar = valueBits(type, preMulScalar(t_.run_.globalRank(local)));  // low bytes: little-endian
+        BENCH_NCCL(ncclRedOpCreatePreMulSum(&t_.userOps_[size_t(g)], &scalar, ncclDataType_t(type),
+                                            ncclScalarHostImmediate, t_.run_.comms[size_t(local)]));
+      }
+    }
+    ~UserOps() {
+      if (!active_) return;
+      for (int g = 0; g < t_.o_.nGpus; ++g)
+        BENCH_NCCL(ncclRedOpDestroy(t_.userOps_[size_t(g)], t_.run_.comms[size_t(t_.first_ + g)]));
+    }
+
+   private:
+    ThreadRunner& t_;
+    const bool active_;
+  };
 
   Run& run_;
   const Options& o_;
   ThreadState& ts_;
   const int first_;  // first local rank of this thread
   const bool main_;  // prints (the report ignores it outside process 0)
+  std::vector<ncclRedOp_t> userOps_;  // per rank of the thread, while a mulsum sweep runs
 };
 
 void ThreadRunner::sweep() {
@@ -74,7 +117,7 @@ void ThreadRunner::sweep() {
   else ops.push_back(o_.op);
   for (int type : types)
     for (int op : ops) {
-      if (op == kMulSum) continue;  // ncclRedOpCreatePreMulSum is not implemented yet (noted)
+      UserOps user(*this, type, op);
       for (int root : roots) timeTest(type, op, run_.test.reduces ? opName(op) : "none", root);
     }
 }
@@ -94,6 +137,7 @@ void ThreadRunner::timeTest(int type, int op, const char* name, int root) {
     const Case k = setup(size, type, op, root);
     for (int i = 0; i < o_.warmupIters; ++i) startColl(k, false, i, false);
   }
+  waitStreams();
   long repeat = o_.runCycles;
   do {
     for (size_t size = o_.minBytes; size <= o_.maxBytes; size = o_.nextSize(size)) {
@@ -107,16 +151,44 @@ void ThreadRunner::timeTest(int type, int op, const char* name, int root) {
   } while (--repeat);
 }
 
-RankData ThreadRunner::rankData(const Case& k, int local, bool inPlace, size_t shift) const {
+RankData ThreadRunner::rankData(const Case& k, int local, bool inPlace, size_t shift, bool host) const {
   const int rank = run_.globalRank(local);
-  unsigned char* sendp = run_.send[size_t(local)].data(unalignBytes(k)) + shift;
-  unsigned char* recvp = run_.recv[size_t(local)].data(unalignBytes(k)) + shift;
+  const RankBuffer& s = run_.send[size_t(local)];
+  const RankBuffer& v = run_.recv[size_t(local)];
+  const size_t u = unalignBytes(k);
+  unsigned char* sendp = (host ? s.host().data(u) : s.data(u)) + shift;
+  unsigned char* recvp = (host ? v.host().data(u) : v.data(u)) + shift;
   RankData r{rank, sendp, recvp, recvp, sendp};
   if (inPlace) {
     r.send = recvp + k.c.sendInplaceOffset * k.eltSize * size_t(rank);
     r.recv = recvp + k.c.recvInplaceOffset * k.eltSize * size_t(rank);
   }
   return r;
+}
+
+void ThreadRunner::waitStreams() {
+  if (!run_.gpu) return;
+  Busy b(ts_);
+  for (int g = 0; g < o_.nGpus; ++g)
+    checkDevice(*run_.gpu, run_.gpu->synchronize(run_.streams[size_t(first_ + g)]), "stream synchronize");
+}
+
+void ThreadRunner::transfer(const Case& k, bool inPlace, bool toDevice) {
+  if (!run_.gpu) return;
+  const size_t u = unalignBytes(k);
+  for (int g = 0; g < o_.nGpus; ++g) {
+    const size_t local = size_t(first_ + g);
+    void* stream = run_.streams[local];
+    RankBuffer& recv = run_.recv[local];
+    RankBuffer& send = run_.send[local];
+    if (toDevice) {
+      recv.upload(u, recvRegion(k, inPlace), stream);
+      if (!inPlace) send.upload(u, k.sendBytes, stream);
+    } else {
+      recv.download(u, recvRegion(k, inPlace), stream);
+      if (!inPlace) send.download(u, k.sendBytes, stream);
+    }
+  }
 }
 
 void ThreadRunner::startColl(const Case& k, bool inPlace, int iter, bool inAggGroup) {
@@ -131,11 +203,13 @@ void ThreadRunner::startColl(const Case& k, bool inPlace, int iter, bool inAggGr
     for (int g = 0; g < o_.nGpus; ++g) {
       const int local = first_ + g;
       const RankData r = rankData(k, local, inPlace, shift);
-      BENCH_NCCL(run_.test.run(r.send, r.recv, k.c.paramCount, ncclDataType_t(k.type), ncclRedOp_t(k.op), k.root,
-                               run_.comms[size_t(local)], nullptr));
+      BENCH_NCCL(run_.test.run(r.send, r.recv, k.c.paramCount, ncclDataType_t(k.type), redOp(k, g), k.root,
+                               run_.comms[size_t(local)], static_cast<hipStream_t>(run_.streams[size_t(local)])));
     }
     if (o_.nGpus > 1) BENCH_NCCL(ncclGroupEnd());
   }
+  // -z 1 and 2: wait for each collective (outside an -m group: after the group).
+  if ((o_.blocking == 1 || o_.blocking == 2) && !inAggGroup) waitStreams();
   // -z 1: barrier after each collective. Inside an -m group the barrier would itself be
   // queued into the group, so benchTime does it after the group instead.
   if (o_.blocking == 1 && !inAggGroup) barrier();
@@ -145,9 +219,11 @@ void ThreadRunner::benchTime(const Case& k, bool inPlace) {
   if (o_.check) {  // sane data for the timed iterations (nccl-tests: seed 99)
     const DataSpec d{k.type, k.op, run_.nranks, makeSeed(k.type, k.op, k.root, k.sendBytes, 99, inPlace)};
     for (int g = 0; g < o_.nGpus; ++g)
-      run_.test.initData(k.c, rankData(k, first_ + g, inPlace, 0), d, k.root, inPlace);
+      run_.test.initData(k.c, rankData(k, first_ + g, inPlace, 0, true), d, k.root, inPlace);
+    transfer(k, inPlace, true);
   }
   startColl(k, inPlace, 0, false);
+  waitStreams();
   barrier();
 
   const bool grouped = o_.aggIters > 1;
@@ -157,10 +233,14 @@ void ThreadRunner::benchTime(const Case& k, bool inPlace) {
     if (grouped) BENCH_NCCL(ncclGroupStart());
     for (int a = 0; a < o_.aggIters; ++a) startColl(k, inPlace, iter * o_.aggIters + a, grouped);
     if (grouped) {
-      Busy b(ts_);
-      BENCH_NCCL(ncclGroupEnd());
+      {
+        Busy b(ts_);
+        BENCH_NCCL(ncclGroupEnd());
+      }
+      if (o_.blocking == 1 || o_.blocking == 2) waitStreams();
     }
     if (o_.blocking == 3) {  // wait + barrier per outer iteration, barrier not timed
+      waitStreams();
       const int64_t b0 = steadyNowNs();
       barrier();
       excludedNs += steadyNowNs() - b0;
@@ -168,7 +248,8 @@ void ThreadRunner::benchTime(const Case& k, bool inPlace) {
       barrier();
     }
   }
-  // Host collectives are complete here, so the CPU time (-C) and the wall time coincide.
+  waitStreams();
+  // Every operation is complete here, so the CPU time (-C) and the wall time coincide.
   const double sec = double(steadyNowNs() - t0 - excludedNs) * 1e-9 / (double(o_.iters) * o_.aggIters);
   double delta;
   {
@@ -198,21 +279,24 @@ void ThreadRunner::benchTime(const Case& k, bool inPlace) {
 int64_t ThreadRunner::validate(const Case& k, bool inPlace, int64_t* oobOut) {
   const DataSpec d{k.type, k.op, run_.nranks, makeSeed(k.type, k.op, k.root, k.sendBytes, ts_.rep, inPlace)};
   const size_t u = unalignBytes(k);
-  const size_t recvRegion = inPlace ? std::max(k.recvBytes, k.sendBytes) : k.recvBytes;
+  const size_t region = recvRegion(k, inPlace);
   for (int g = 0; g < o_.nGpus; ++g) {
     const int local = first_ + g;
-    run_.test.initData(k.c, rankData(k, local, inPlace, 0), d, k.root, inPlace);
-    run_.recv[size_t(local)].armGuards(u, recvRegion, 0x11);
-    if (!inPlace) run_.send[size_t(local)].armGuards(u, k.sendBytes, 0x22);
+    run_.test.initData(k.c, rankData(k, local, inPlace, 0, true), d, k.root, inPlace);
+    run_.recv[size_t(local)].host().armGuards(u, region, 0x11);
+    if (!inPlace) run_.send[size_t(local)].host().armGuards(u, k.sendBytes, 0x22);
   }
+  transfer(k, inPlace, true);
   startColl(k, inPlace, 0, false);
+  waitStreams();
+  transfer(k, inPlace, false);
   int64_t wrong = 0, oob = 0;
   for (int g = 0; g < o_.nGpus; ++g) {
     const int local = first_ + g;
-    const CheckResult r = run_.test.check(k.c, rankData(k, local, inPlace, 0), d, k.root, inPlace);
+    const CheckResult r = run_.test.check(k.c, rankData(k, local, inPlace, 0, true), d, k.root, inPlace);
     wrong += r.wrong;
-    oob += r.clobbered + run_.recv[size_t(local)].guardDamage(u, recvRegion, 0x11);
-    if (!inPlace) oob += run_.send[size_t(local)].guardDamage(u, k.sendBytes, 0x22);
+    oob += r.clobbered + run_.recv[size_t(local)].host().guardDamage(u, region, 0x11);
+    if (!inPlace) oob += run_.send[size_t(local)].host().guardDamage(u, k.sendBytes, 0x22);
   }
   ts_.localWrong += wrong;
   ts_.localOob += oob;

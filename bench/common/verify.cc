@@ -135,7 +135,8 @@ SumPlan sumPlan(const DataSpec& d, const ElemHashes& h) {
   SumPlan p;
   p.K = sumActive(d.type, d.nranks);
   p.j = int(h.w[0] % uint64_t(d.nranks));
-  const i128 m = sumBound(d.type) / p.K;
+  // mulsum weighs each input by up to 2 (preMulScalar): half the room per input.
+  const i128 m = sumBound(d.type) / p.K / (d.op == kMulSum ? 2 : 1);
   const i128 bm = p.K > 1 ? m / (2 * (p.K - 1)) : 0;
   if (isSigned(d.type)) {
     p.b = pick(h.w[1], -bm, bm);
@@ -159,6 +160,11 @@ uint64_t sumInput(const DataSpec& d, const ElemHashes& h, int rank) {
 
 uint64_t sumResult(const DataSpec& d, const ElemHashes& h) {
   const SumPlan p = sumPlan(d, h);
+  if (d.op == kMulSum) {  // each active rank's input times its scalar
+    i128 s = 0;
+    for (int k = 0; k < p.K; ++k) s += preMulScalar((p.j + k) % d.nranks) * (p.a + k * p.b);
+    return numberBits(d.type, s, p.scaleExp);
+  }
   const i128 s = p.K * p.a + p.b * (i128(p.K) * (p.K - 1) / 2);
   if (d.op != ncclAvg) return numberBits(d.type, s, p.scaleExp);
   if (!isFloating(d.type)) return maskBits(d.type, uint64_t(s / d.nranks));  // truncates
@@ -204,6 +210,8 @@ i128 extremeKey(const DataSpec& d, const ElemHashes& h, int rank) {
 }
 
 }  // namespace
+
+uint64_t valueBits(int type, int64_t v) { return numberBits(type, v, 0); }
 
 uint64_t inputBits(const DataSpec& d, size_t e, int rank) {
   const ElemHashes h(d, e);

@@ -6,12 +6,14 @@
 //
 // The inputs, per op (n = nranks; "active" ranks are a window of K consecutive ranks
 // starting at a per-element rank j, the others contribute the identity):
-//  - sum, avg: active rank k (0 <= k < K) holds a + k*b, small integers scaled by 2^-q
+//  - sum, avg, mulsum: active rank k (0 <= k < K) holds a + k*b, small integers scaled by 2^-q
 //    (q in 0..3) for floating types, with K*max|a + k*b| <= B, B = 2^precision (half 2^11,
 //    bfloat16 2^8, f8e4m3 2^4, f8e5m2 2^3, float 2^24, double 2^53) or the integer type's
 //    range, so every partial sum is exact; K = min(n, a per-type cap). avg is the exact sum
 //    divided by n: integers with C's truncating division, double in double, every other
 //    floating type as a float division rounded once (to nearest even) to the type.
+//    mulsum (PreMulSum) weighs rank r's input by preMulScalar(r) = 1 or 2 before summing,
+//    with half the bound per input, so it is exact too; its check costs O(K).
 //  - prod: active rank k holds +-1 or +-2 (signs only for signed types), K = min(n, 4..16)
 //    so the product is +-2^t and representable.
 //  - max, min: one rank j holds a value on one side of a per-element threshold T and all
@@ -27,10 +29,15 @@ namespace tempo::bench {
 
 struct DataSpec {
   int type = 0;       // ncclDataType_t
-  int op = 0;         // ncclRedOp_t (sum..avg); ignored by the *Input functions' callers
+  int op = 0;         // ncclRedOp_t (sum..avg) or kMulSum
   int nranks = 1;
   uint64_t seed = 0;
 };
+
+// The scalar rank r's PreMulSum multiplies its input by, as nccl-tests: 1 + r % 2.
+inline int preMulScalar(int rank) { return 1 + rank % 2; }
+// Bits of the integer v (exactly representable) in `type`: a PreMulSum scalar's encoding.
+uint64_t valueBits(int type, int64_t v);
 
 // Bits of rank's input element e (in the low typeSize bytes).
 uint64_t inputBits(const DataSpec& d, size_t e, int rank);
