@@ -2,8 +2,8 @@
 # The device checks of the GPU path, as one short script for a machine with a GPU: the
 # kernel tests (every datatype x op, bit for bit against the host reference), every
 # collective on device buffers through the library and its GPU plugin, the reduction
-# kernels' bandwidth against a device-to-device copy, and all_reduce_perf -c 1 on device
-# buffers with 2 and 4 processes sharing the GPU.
+# kernels' bandwidth against a device-to-device copy, and the perf tools -c 1 on device
+# buffers with 2 to 4 processes sharing the GPU.
 #
 #   scripts/gpu-check.sh [cuda|hip]      (default: cuda where nvcc is, else hip)
 #
@@ -27,7 +27,8 @@ if [ "$missing" = 1 ]; then
   upper=$(echo "$backend" | tr a-z A-Z)
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "-DTEMPO_WITH_$upper=ON" > /dev/null
   cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${tests[@]}" "gpu_reduce_bench_$backend" \
-    "tempo_gpu_$backend" all_reduce_perf tempo_run
+    "tempo_gpu_$backend" tempo_run all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf \
+    reduce_perf alltoall_perf gather_perf scatter_perf sendrecv_perf
 fi
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.mem --format=csv || true
 # The tests must run, not skip: a skipped GPU case here means the GPU was not found.
@@ -42,11 +43,19 @@ done
 # The sum kernel (float) against the copy from 1 MiB to 1 GiB, then every datatype at 256 MiB.
 "$bench_bin" -b 1M -e 1G -f 4 -n 20 -w 3 -d float
 "$bench_bin" -b 256M -e 256M -n 20 -w 3 -d all
-# 2 and 4 processes sharing the GPU, device buffers (-Y coarse), results checked: the
-# rank lines must name device memory, and the tool exits non-zero on any wrong element.
-for np in 2 4; do
-  "$BUILD_DIR/tools/tempo-run" -n "$np" --timeout 300 -- "$BUILD_DIR/bench/all_reduce_perf" \
-    -b 8 -e 256M -f 4 -c 1 -n 20 -w 3 -Y coarse 2>&1 | tee /tmp/gpu-check-perf.txt
+# Processes sharing the GPU on device buffers (-Y coarse), results checked: the rank lines
+# must name device memory, and a tool exits non-zero on any wrong element.
+perf() {  # perf <processes> <tool> <args...>
+  local np=$1 tool=$2
+  shift 2
+  "$BUILD_DIR/tools/tempo-run" -n "$np" --timeout 300 -- "$BUILD_DIR/bench/$tool" -Y coarse "$@" 2>&1 |
+    tee /tmp/gpu-check-perf.txt
   [ "${PIPESTATUS[0]}" = 0 ] || exit 1
   grep -q "device memory" /tmp/gpu-check-perf.txt || { echo "gpu-check: the buffers were not device memory" >&2; exit 1; }
+}
+# all_reduce_perf -c 1 at 2 and 4 processes, up to 256 MiB.
+for np in 2 4; do perf "$np" all_reduce_perf -b 8 -e 256M -f 4 -c 1 -n 20 -w 3; done
+# Every other collective, every datatype and root, at 3 processes.
+for tool in all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
+  perf 3 ${tool}_perf -b 8 -e 1M -f 16 -c 1 -d all -r all -n 2 -w 1
 done
