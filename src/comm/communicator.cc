@@ -866,8 +866,9 @@ void Communicator::waitStreamWork() {
 
 bool Communicator::waitAsyncFor(int64_t ns) {
   std::unique_lock<std::mutex> lock(asyncMu_);
-  return asyncCv_.wait_for(lock, std::chrono::nanoseconds(ns),
-                           [this] { return !inProgress_.load(std::memory_order_acquire); });
+  return asyncCv_.wait_for(lock, std::chrono::nanoseconds(ns), [this] {
+    return !inProgress_.load(std::memory_order_acquire) && streamWork_ == 0;
+  });
 }
 
 void Communicator::waitAsync() {
@@ -895,7 +896,7 @@ bool Communicator::waitForDriverToLeave(const char* fn, std::unique_lock<std::ti
   constexpr int64_t kAbortWaitNs = 10'000'000'000;
   const int64_t start = nowNs();
   if (!waitAsyncFor(kAbortWaitNs)) {
-    TEMPO_WARN("comm %p rank %d: %s: the nonblocking operation in flight did not stop within 10 s",
+    TEMPO_WARN("comm %p rank %d: %s: the nonblocking or stream-ordered operation in flight did not stop within 10 s",
                static_cast<void*>(this), rank_, fn);
     return false;
   }

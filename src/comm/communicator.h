@@ -227,6 +227,10 @@ class Communicator : public engine::Liveness {
 
  private:
   Communicator() = default;
+  // Waits up to `ns` for the nonblocking operation in flight and the stream-ordered work
+  // posted to the worker to end (aborting or revoking makes them end promptly): after
+  // it, no job on the worker holds a pin, so the caller's is the last and the worker is
+  // never asked to join itself.
   bool waitAsyncFor(int64_t ns);
   // Abort's first phase (also revoke's): with the stop flag set, waits (10 s at most) for
   // a nonblocking job and the driving thread to leave; false if they did not.

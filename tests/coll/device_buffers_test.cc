@@ -8,6 +8,7 @@
 // device-resident PreMulSum scalar.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -384,6 +385,37 @@ TEST_P(DeviceBuffers, TheCallReturnsBeforeTheStreamReachesIt) {
     ASSERT_EQ(ncclCommGetAsyncError(w[r], &async), ncclSuccess);
     EXPECT_EQ(async, ncclSuccess);
   }
+  EXPECT_EQ(0u, dev_.liveEvents());
+}
+
+// ncclCommAbort while every rank's call is still waiting for its stream: abort returns
+// without waiting for the streams, and once they move on, the work queued after the calls
+// runs (nothing is left waiting for a batch that will never run).
+TEST_P(DeviceBuffers, AbortWhileTheStreamsHoldTheCallsReleasesTheStreams) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  constexpr size_t kCount = 4096;
+  std::vector<void*> buf(static_cast<size_t>(n)), streams(static_cast<size_t>(n));
+  std::atomic<int> after{0};
+  Gate gate;
+  for (int r = 0; r < n; ++r) {
+    buf[size_t(r)] = dev_.alloc(kCount * sizeof(float));
+    streams[size_t(r)] = dev_.newStream();
+    dev_.launch(streams[size_t(r)], buf[size_t(r)], [&gate](std::byte*) { gate.wait(); });
+  }
+  const auto res = w.onThreads([&](int r) {
+    ncclResult_t e = ncclAllReduce(buf[size_t(r)], buf[size_t(r)], kCount, ncclFloat32, ncclSum, w[r],
+                                   static_cast<hipStream_t>(streams[size_t(r)]));
+    // Work queued after the call.
+    dev_.launch(streams[size_t(r)], buf[size_t(r)], [&after](std::byte*) { after.fetch_add(1); });
+    return e;
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(ncclCommAbort(w[r]), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_EQ(after.load(), 0) << "the streams were still held";
+  gate.open();
+  for (int r = 0; r < n; ++r) ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+  EXPECT_EQ(after.load(), n);
   EXPECT_EQ(0u, dev_.liveEvents());
 }
 
