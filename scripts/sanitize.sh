@@ -37,7 +37,7 @@ case "$mode" in
   address|ci)
     build=${SANITIZE_BUILD_DIR:-build-asan}
     sanitize=address,undefined
-    targets=(reduce_test gpu_element_test core_test ring_test wire_test config_test regions_test clock_test
+    targets=(reduce_test gpu_element_test staging_arena_test core_test ring_test wire_test config_test regions_test clock_test
              transport_test mode_choice_test fault_test fuzz_unique_id_replay fuzz_frame_replay
              fuzz_sockaddr_replay)
     # The unit label also holds checks of the installed tools and exports, not built here.
