@@ -52,7 +52,7 @@ RankBuffer::~RankBuffer() {
 RankBuffer::RankBuffer(RankBuffer&& o) noexcept
     : host_(std::move(o.host_)), gpu_(o.gpu_), device_(std::exchange(o.device_, nullptr)) {}
 
-void RankBuffer::move(size_t u, size_t bytes, void* stream, bool toDevice) {
+void RankBuffer::copySpan(size_t u, size_t bytes, void* stream, bool toDevice) {
   if (!device_) return;
   unsigned char* h = host_.data(u) - kGuardBytes;
   unsigned char* d = translate(h);

@@ -43,14 +43,14 @@ class RankBuffer {
 
   // Copies [data(u) - kGuardBytes, data(u) + bytes + kGuardBytes) from the shadow to the
   // device (upload) or back (download), on `stream`, and waits. Nothing to do on host memory.
-  void upload(size_t unalignBytes, size_t bytes, void* stream) { move(unalignBytes, bytes, stream, true); }
-  void download(size_t unalignBytes, size_t bytes, void* stream) { move(unalignBytes, bytes, stream, false); }
+  void upload(size_t unalignBytes, size_t bytes, void* stream) { copySpan(unalignBytes, bytes, stream, true); }
+  void download(size_t unalignBytes, size_t bytes, void* stream) { copySpan(unalignBytes, bytes, stream, false); }
 
  private:
   unsigned char* translate(unsigned char* h) const {
     return device_ ? device_ + (h - host_.allocation()) : h;
   }
-  void move(size_t unalignBytes, size_t bytes, void* stream, bool toDevice);
+  void copySpan(size_t unalignBytes, size_t bytes, void* stream, bool toDevice);
 
   HostBuffer host_;
   mem::DeviceApi* gpu_ = nullptr;

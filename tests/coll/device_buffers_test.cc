@@ -63,10 +63,8 @@ class DeviceBuffers : public ::testing::TestWithParam<int> {
 TEST_P(DeviceBuffers, EveryCollectiveOnDeviceMemoryIsBitExact) {
   const int n = GetParam();
   const CommWorld& w = *world_;
-  const Coll colls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather,
-                        Coll::ReduceScatter, Coll::AllToAll, Coll::Gather, Coll::Scatter};
   uint64_t seed = 1;
-  for (Coll coll : colls) {
+  for (Coll coll : kAllColls) {
     for (DataType type : {DataType::Float32, DataType::Int8, DataType::Bfloat16}) {
       for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000)}) {
         for (bool inPlace : {false, true}) {

@@ -23,6 +23,9 @@
 namespace tempo::testing {
 
 enum class Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Gather, Scatter };
+// Every collective RankBuffers can check, in enum order.
+inline constexpr Coll kAllColls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce, Coll::AllGather,
+                                     Coll::ReduceScatter, Coll::AllToAll,  Coll::Gather, Coll::Scatter};
 
 inline const char* collName(Coll c) {
   switch (c) {

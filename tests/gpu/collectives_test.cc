@@ -64,10 +64,8 @@ class GpuCollectives : public ::testing::TestWithParam<int> {
 TEST_P(GpuCollectives, EveryCollectiveOnDeviceBuffersIsBitExact) {
   const int n = GetParam();
   const CommWorld& w = *world_;
-  const Coll colls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather,
-                        Coll::ReduceScatter, Coll::AllToAll, Coll::Gather, Coll::Scatter};
   uint64_t seed = 7;
-  for (Coll coll : colls) {
+  for (Coll coll : kAllColls) {
     for (DataType type : kAllTypes) {
       for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(4099), size_t(1) << 20}) {
         for (bool inPlace : {false, true}) {
