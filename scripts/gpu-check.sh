@@ -2,8 +2,9 @@
 # The device checks of the GPU path, as one short script for a machine with a GPU: the
 # kernel tests (every datatype x op, bit for bit against the host reference), every
 # collective on device buffers through the library and its GPU plugin, the reduction
-# kernels' bandwidth against a device-to-device copy, and the perf tools -c 1 on device
-# buffers with 2 to 4 processes sharing the GPU.
+# kernels' bandwidth against a device-to-device copy, the perf tools -c 1 on device
+# buffers with 2 to 4 processes sharing the GPU, and all_reduce_perf with the lowered plans
+# against whole host copies (TEMPO_GPU_PIPELINE=1 and 0).
 #
 #   scripts/gpu-check.sh [cuda|hip]      (default: cuda where nvcc is, else hip)
 #
@@ -55,6 +56,12 @@ perf() {  # perf <processes> <tool> <args...>
 }
 # all_reduce_perf -c 1 at 2 and 4 processes, up to 256 MiB.
 for np in 2 4; do perf "$np" all_reduce_perf -b 8 -e 256M -f 4 -c 1 -n 20 -w 3; done
+# The lowered plans (chunks through pinned slots, reductions on the device) against whole
+# host copies, side by side at 2 processes, unchecked (checked above).
+for pipeline in 1 0; do
+  echo "gpu-check: TEMPO_GPU_PIPELINE=$pipeline"
+  TEMPO_GPU_PIPELINE=$pipeline perf 2 all_reduce_perf -b 1M -e 256M -f 4 -c 0 -n 10 -w 2
+done
 # Every other collective, every datatype and root, at 3 processes.
 for tool in all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
   perf 3 ${tool}_perf -b 8 -e 1M -f 16 -c 1 -d all -r all -n 2 -w 1

@@ -12,8 +12,9 @@
 namespace tempo::algo {
 
 // Absolute: `offset` is the address itself (point-to-point ops, whose every call brings
-// its own buffer).
-enum class BufId : uint8_t { Input, Output, Scratch, Absolute };
+// its own buffer). Staging: the op's pinned host memory of a plan lowered for device
+// buffers (device_lowering.h), plan.stagingBytes long.
+enum class BufId : uint8_t { Input, Output, Scratch, Absolute, Staging };
 
 struct Loc {
   BufId buf = BufId::Input;
@@ -32,6 +33,11 @@ enum class StepKind : uint8_t {
   // learns how many data bytes that message carried: `bytes` of them are copied from
   // src; none, and it receives as a Recv; any other count fails the op.
   RecvCarried,
+  // Only in plans lowered for device buffers (device_lowering.h), run asynchronously on
+  // the GPU runtime's stream: a copy between any two of device and pinned host memory, and
+  // a Reduce by the device's kernel (which reads pinned host memory directly).
+  DeviceCopy,
+  DeviceReduce,
 };
 
 inline constexpr uint32_t kNoDep = UINT32_MAX;
@@ -59,6 +65,7 @@ struct Plan {
   std::vector<Step> steps;
   uint32_t window = 64;      // how many steps ahead of the oldest unfinished one may start
   uint64_t scratchBytes = 0; // scratch this plan needs
+  uint64_t stagingBytes = 0; // pinned staging this plan needs (lowered plans only)
   uint32_t carriedRecv = kNoDep;  // the RecvCarried step, if any (prependFingerprint)
   const char* algorithm = "";  // a static name for records and traces: "ring", "tree", ...
   std::vector<uint32_t> work;  // planner scratch (kept for its capacity)
@@ -68,6 +75,7 @@ struct Plan {
     steps.clear();
     window = 64;
     scratchBytes = 0;
+    stagingBytes = 0;
     carriedRecv = kNoDep;
     algorithm = "";
   }

@@ -12,6 +12,7 @@
 
 #include "src/algo/channels.h"
 #include "src/algo/collectives.h"
+#include "src/algo/device_lowering.h"
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
 #include "src/algo/hier_allreduce.h"
@@ -22,6 +23,7 @@
 #include "src/core/host.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
+#include "src/mem/device_api.h"
 #include "src/tune/tune.h"
 
 namespace tempo::comm {
@@ -345,6 +347,13 @@ engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
   return op;
 }
 
+namespace {
+// Pinned slots per direction of a plan lowered for device buffers: enough to keep a
+// chunk's copy and the next chunks' transfers in flight together (the double buffering
+// of device_lowering.h, with room for a ring's sends and forwards).
+constexpr uint32_t kDeviceSlots = 4;
+}  // namespace
+
 Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
   using engine::CollKind;
   const uint32_t typeSize = uint32_t(dataTypeSize(a.type));
@@ -409,11 +418,17 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
   key.inPlace = inPlace;
   key.root = a.root;
   key.count = a.count;
+  key.inputOnDevice = a.sendOnDevice;
+  key.outputOnDevice = a.recvOnDevice;
   if (!key.valid || !(key == op->planKey)) {
     op->planKey = {};
     op->plan.clear();
     plan(a, inPlace, op->plan);
     op->carriedOut = prependFingerprint(*op);
+    if (a.sendOnDevice || a.recvOnDevice) {
+      algo::lowerForDevice(op->plan, {a.sendOnDevice, a.recvOnDevice, kDeviceSlots});
+      engine_->setDeviceArena(&deviceArena(*mem::deviceApi()));
+    }
     op->planKey = key;
   }
   writeFingerprint(*op, a);

@@ -62,6 +62,10 @@ struct CollArgs {
   // read when the collective starts.
   const void* scalar = nullptr;
   const void* bias = nullptr;  // AllReduceWithBias: count elements combined into the result
+  // Device buffers run in place (DeviceStaging::lower): the plan is lowered for them
+  // (algo/device_lowering.h), its device work on the communicator's device arena.
+  bool sendOnDevice = false;
+  bool recvOnDevice = false;
 };
 
 // An ncclRedOpCreatePreMulSum operator. The handle is ncclNumOps + its index.
@@ -172,6 +176,12 @@ class Communicator : public engine::Liveness {
   mem::StagingArena& stagingArena(mem::DeviceApi& gpu) {
     if (!staging_) staging_ = std::make_unique<mem::StagingArena>(gpu);
     return *staging_;
+  }
+  // The engine's pinned staging and stream for plans lowered for device buffers
+  // (algo/device_lowering.h); created on first use, used only under the drive mutex.
+  mem::StagingArena& deviceArena(mem::DeviceApi& gpu) {
+    if (!deviceArena_) deviceArena_ = std::make_unique<mem::StagingArena>(gpu);
+    return *deviceArena_;
   }
   std::timed_mutex& driveMutex() { return driveMu_; }
   // Remembers the first fatal error and the calling thread's message for it, and tells
@@ -312,6 +322,7 @@ class Communicator : public engine::Liveness {
   std::mutex asyncMu_;  // with asyncCv_: waiting for inProgress_ to clear or streamWork_ to reach 0
   std::condition_variable asyncCv_;
   std::unique_ptr<mem::StagingArena> staging_;
+  std::unique_ptr<mem::StagingArena> deviceArena_;  // outlives engine_ (reset first)
   AsyncWorker worker_;  // last: joined before the members its job uses are destroyed
 };
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <thread>
 
+#include "src/core/param.h"
+
 namespace tempo::comm {
 namespace {
 
@@ -58,6 +60,7 @@ Status DeviceStaging::plan(const Communicator& c, const CollArgs& a) {
                       {a.bias, a.bias ? a.count * elem : 0, false},
                       {a.scalar, a.scalar ? elem : 0, false}};
   const size_t first = regions_.size();
+  Call call{first, first, false, false};
   for (const Use& u : uses) {
     if (u.ptr == nullptr || u.bytes == 0) continue;
     TEMPO_ASSIGN(const bool device, mem::deviceCall(gpu_, gpu_.isDevicePointer(u.ptr)));
@@ -76,7 +79,17 @@ Status DeviceStaging::plan(const Communicator& c, const CollArgs& a) {
     it->bytes = size_t(hi - lo);
     it->written = it->written || u.writes;
   }
-  calls_.emplace_back(first, regions_.size());
+  call.last = regions_.size();
+  // A lowered plan must know each buffer it may name, significant here or not (in place,
+  // the send buffer is the receive buffer).
+  if (a.send) {
+    TEMPO_ASSIGN(call.send, mem::deviceCall(gpu_, gpu_.isDevicePointer(a.send)));
+  }
+  if (a.recv) {
+    TEMPO_ASSIGN(call.recv, mem::deviceCall(gpu_, gpu_.isDevicePointer(a.recv)));
+  }
+  calls_.push_back(call);
+  lowerable_ = lowerable_ && a.p2p == P2p::None && !a.scalar && !a.bias;
   if (regions_.size() > first && std::find(streams_.begin(), streams_.end(), a.stream) == streams_.end())
     streams_.push_back(a.stream);
   return Status::Success;
@@ -101,8 +114,15 @@ Status DeviceStaging::copyIn(mem::StagingArena& arena) {
   return call(gpu_.synchronize(stream));
 }
 
+bool DeviceStaging::lowerable() const { return lowerable_ && param::GpuPipeline() != 0; }
+
+void DeviceStaging::lower(size_t callIndex, CollArgs& a) const {
+  a.sendOnDevice = calls_[callIndex].send;
+  a.recvOnDevice = calls_[callIndex].recv;
+}
+
 void DeviceStaging::bind(size_t callIndex, CollArgs& a) const {
-  const auto [first, last] = calls_[callIndex];
+  const size_t first = calls_[callIndex].first, last = calls_[callIndex].last;
   auto map = [&](const void* p) -> const void* {
     auto* b = static_cast<const std::byte*>(p);
     for (size_t i = first; p && i < last; ++i) {

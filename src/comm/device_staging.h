@@ -50,6 +50,12 @@ class DeviceStaging {
   Status plan(const Communicator& c, const CollArgs& a);
   bool empty() const { return regions_.empty(); }
   mem::DeviceApi& gpu() const { return gpu_; }
+  // Whether the batch can run on the device buffers themselves, with plans lowered for them
+  // (algo/device_lowering.h) instead of on whole host copies: TEMPO_GPU_PIPELINE is on and
+  // every call is a collective without PreMulSum or a bias. Then lower() marks call number
+  // `call` (in plan order) for it, and copyIn, bind and copyOut are not used.
+  bool lowerable() const;
+  void lower(size_t call, CollArgs& a) const;
   // The streams of the calls with device ranges, each once.
   const std::vector<void*>& streams() const { return streams_; }
 
@@ -88,7 +94,12 @@ class DeviceStaging {
 
   mem::DeviceApi& gpu_;
   std::vector<Region> regions_;
-  std::vector<std::pair<size_t, size_t>> calls_;  // each call's regions: [first, last)
+  struct Call {
+    size_t first, last;  // its regions: [first, last)
+    bool send, recv;     // whether its send and receive buffers are device memory
+  };
+  std::vector<Call> calls_;
+  bool lowerable_ = true;
   std::vector<void*> streams_;  // those with copies, each once, in order of first use
   std::vector<void*> events_;
   std::byte* host_ = nullptr;   // the arena's memory while the batch runs

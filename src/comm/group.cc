@@ -116,10 +116,16 @@ Status lockedDrive(std::span<const Item> items, std::span<Communicator* const> c
   return s;
 }
 
-// On the worker of comms[0], once the items' streams have reached them: copies their
-// device ranges into comms[0]'s staging arena, runs the batch on the copies and copies the
-// results back (src/comm/device_staging.h).
+// On the worker of comms[0], once the items' streams have reached them. Where the batch
+// allows it, runs it on the device buffers themselves, each plan lowered for them
+// (algo/device_lowering.h: chunks staged through pinned slots, reductions on the device);
+// otherwise copies the device ranges into comms[0]'s staging arena, runs the batch on the
+// copies and copies the results back (src/comm/device_staging.h).
 Status runStaged(DeviceStaging& staging, std::vector<Item>& items, std::span<Communicator* const> comms) {
+  if (staging.lowerable()) {
+    for (size_t i = 0; i < items.size(); ++i) staging.lower(i, items[i].args);
+    return lockedDrive(items, comms);
+  }
   mem::StagingArena& arena = comms[0]->stagingArena(staging.gpu());
   TEMPO_TRY(staging.copyIn(arena));
   for (size_t i = 0; i < items.size(); ++i) staging.bind(i, items[i].args);

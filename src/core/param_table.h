@@ -53,6 +53,10 @@ TEMPO_PARAM(Gpu, "TEMPO_GPU", Str, "auto",
             "GPU runtime for device buffers: auto (load libtempo-gpu-hip.so or libtempo-gpu-cuda.so "
             "from the library's directory where /dev/kfd or /dev/nvidiactl exists), off (host "
             "memory only), or the path of a plugin")
+TEMPO_PARAM(GpuPipeline, "TEMPO_GPU_PIPELINE", Int, "1",
+            "collectives on device buffers: 1 runs them on the buffers themselves, chunk by chunk "
+            "through pinned slots, with reductions by the device's kernels (point-to-point, PreMulSum "
+            "and AllReduceWithBias calls excepted); 0 runs every call on whole host copies of its buffers")
 
 // ---- transports ----
 TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",

@@ -83,6 +83,8 @@ Engine::Engine(int rank, int nranks, std::vector<std::vector<transport::Endpoint
   }
 }
 
+Engine::~Engine() { drainDevice(); }
+
 const transport::MemRegion* Engine::scratchRegion(const transport::Endpoint* ep) const {
   for (size_t i = 0; i < endpoints_.size(); ++i)
     if (endpoints_[i] == ep) return scratchRegions_[i].get();
@@ -104,6 +106,7 @@ Status Engine::submit(Op& op) {
   op.first = 0;
   op.dataFirst = 0;
   op.carried = -1;
+  op.staging = nullptr;
   op.status = Status::Success;
   op.done = false;
   // Every rank numbers its collectives alike; point-to-point ops involve only some ranks
@@ -148,6 +151,7 @@ std::byte* Engine::resolve(const Op& op, const algo::Loc& loc) const {
     case algo::BufId::Output: return op.output + loc.offset;
     case algo::BufId::Scratch: return scratch_.data() + loc.offset;
     case algo::BufId::Absolute: return reinterpret_cast<std::byte*>(uintptr_t(loc.offset));
+    case algo::BufId::Staging: return op.staging + loc.offset;
   }
   return nullptr;
 }
@@ -209,6 +213,16 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
     case algo::StepKind::Copy:
       if (s.bytes) memmove(resolve(op, s.dst), resolve(op, s.src), s.bytes);
       break;
+    case algo::StepKind::DeviceCopy:
+    case algo::StepKind::DeviceReduce: {
+      if (s.bytes == 0) break;
+      const Status st = startDevice(op, i);
+      if (!ok(st)) {
+        op.state[i] = kDone;
+        finish(op, st);
+      }
+      return Start::Done;
+    }
     case algo::StepKind::Check: {
       uint64_t carried = 0;
       Status st = op.verify ? op.verify(op, resolve(op, s.src), rank_, s.peer, &carried) : Status::Success;
@@ -237,6 +251,18 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
 }
 
 int Engine::advance(Op& op) {
+  if (op.plan.stagingBytes && !op.staging) {  // a lowered plan: its staging, once per op
+    auto staging = deviceArena_ ? deviceArena_->reserve(op.plan.stagingBytes)
+                                : Result<std::byte*>(fail(Status::InternalError,
+                                                          "rank %d: a plan for device buffers reached an engine "
+                                                          "without a device arena",
+                                                          rank_));
+    if (!staging.ok()) {
+      finish(op, staging.status());
+      return 1;
+    }
+    op.staging = *staging;
+  }
   if (op.notBefore) {  // gated: a local, bounded wait that starts nothing
     if (nowNs() < op.notBefore) return 0;
     op.notBefore = 0;
@@ -264,6 +290,17 @@ int Engine::advance(Op& op) {
   for (uint32_t i = op.first; i < end && !op.done; ++i) {
     uint8_t st = op.state[i];
     if (st == kDone) continue;
+    if (st == kPosted && (steps[i].kind == algo::StepKind::DeviceCopy || steps[i].kind == algo::StepKind::DeviceReduce)) {
+      Status result = Status::Success;
+      if (!deviceDone(op.reqOf[i], &result)) continue;
+      op.state[i] = kDone;
+      ++work;
+      if (!ok(result)) {
+        finish(op, result);
+        break;
+      }
+      continue;
+    }
     if (st == kPosted) {
       transport::Request& req = reqs_[op.reqOf[i]];
       if (!req.done) continue;
@@ -470,7 +507,57 @@ int Engine::progress() {
   return work;
 }
 
+Status Engine::startDevice(Op& op, uint32_t i) {
+  const algo::Step& s = op.plan.steps[i];
+  if (!deviceArena_) return fail(Status::InternalError, "rank %d: a device step without a device arena", rank_);
+  mem::DeviceApi& gpu = deviceArena_->gpu();
+  TEMPO_ASSIGN(void* stream, deviceArena_->stream());
+  std::byte* dst = resolve(op, s.dst);
+  if (s.kind == algo::StepKind::DeviceCopy) {
+    TEMPO_TRY(mem::deviceCall(gpu, gpu.copyAsync(dst, resolve(op, s.src), s.bytes, stream)));
+  } else {
+    const size_t elems = s.bytes / dataTypeSize(op.type);
+    TEMPO_TRY(mem::deviceCall(gpu, gpu.reduce(dst, resolve(op, s.src), resolve(op, s.src2), elems, op.type, op.op,
+                                              s.postDivisor, stream)));
+  }
+  TEMPO_ASSIGN(void* event, mem::deviceCall(gpu, gpu.recordEvent(stream)));
+  if (freeEvents_.empty()) {
+    freeEvents_.push_back(uint16_t(deviceEvents_.size()));
+    deviceEvents_.push_back(nullptr);
+  }
+  const uint16_t slot = freeEvents_.back();
+  freeEvents_.pop_back();
+  deviceEvents_[slot] = event;
+  op.reqOf[i] = slot;
+  op.state[i] = kPosted;
+  return Status::Success;
+}
+
+bool Engine::deviceDone(uint16_t slot, Status* st) {
+  mem::DeviceApi& gpu = deviceArena_->gpu();
+  auto done = mem::deviceCall(gpu, gpu.eventDone(deviceEvents_[slot]));
+  if (done.ok() && !*done) return false;
+  if (!done.ok()) *st = done.status();
+  (void)gpu.destroyEvent(deviceEvents_[slot]);
+  deviceEvents_[slot] = nullptr;
+  freeEvents_.push_back(slot);
+  return true;
+}
+
+void Engine::drainDevice() {
+  if (!deviceArena_ || freeEvents_.size() == deviceEvents_.size()) return;
+  mem::DeviceApi& gpu = deviceArena_->gpu();
+  if (auto stream = deviceArena_->stream(); stream.ok()) (void)gpu.synchronize(*stream);
+  freeEvents_.clear();
+  for (size_t k = 0; k < deviceEvents_.size(); ++k) {
+    if (deviceEvents_[k]) (void)gpu.destroyEvent(deviceEvents_[k]);
+    deviceEvents_[k] = nullptr;
+    freeEvents_.push_back(uint16_t(k));
+  }
+}
+
 void Engine::abort(Status why, bool causeKnown) {
+  drainDevice();  // the device may still write the staging or the user's buffers
   if (ok(failed_)) {
     failed_ = ok(why) ? Status::RemoteError : why;
     for (transport::Endpoint* ep : endpoints_) ep->cancelAll();
@@ -535,7 +622,9 @@ Status waitAll(std::span<Engine* const> engines) {
       for (int i = 0; i < 16; ++i) cpuRelax();
       continue;
     }
-    if (idle < yieldNs) {
+    // Device work is polled, not signalled: while any is in flight, keep yielding.
+    const bool device = std::any_of(engines.begin(), engines.end(), [](Engine* e) { return e->deviceBusy(); });
+    if (idle < yieldNs || device) {
       sched_yield();
       continue;
     }

@@ -27,6 +27,7 @@
 #include "src/core/dtype.h"
 #include "src/core/status.h"
 #include "src/engine/regions.h"
+#include "src/mem/staging_arena.h"
 #include "src/pacing/flow.h"
 #include "src/pacing/monitor.h"
 #include "transports/transport.h"
@@ -119,6 +120,7 @@ struct PlanKey {
   bool inPlace = false;
   int root = -1;
   uint64_t count = 0;
+  bool inputOnDevice = false, outputOnDevice = false;  // lowered (algo/device_lowering.h)
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -169,6 +171,9 @@ struct Op {
   // AllReduceWithBias: once the op has succeeded, output = output (op) bias, element-wise
   // over payloadBytes (Avg adds the bias to the average).
   const std::byte* bias = nullptr;
+  // A plan lowered for device buffers (algo/device_lowering.h): its Staging locations are
+  // in the engine's device arena (setDeviceArena), reserved when the op starts.
+  std::byte* staging = nullptr;
 
   // Engine state.
   uint64_t seq = 0;
@@ -260,6 +265,15 @@ class Engine {
   // receive is accounted in its op's record.flows and by peer (for the sink), at the cost of a
   // clock read per message; empty (the default) turns the accounting off.
   void setPeerTiers(std::vector<Tier> tiers) { peerTier_ = std::move(tiers); }
+  // Runs the device steps of plans lowered for device buffers (algo/device_lowering.h):
+  // each op's staging is `arena`'s pinned memory (one op runs at a time, so they share
+  // it), and its DeviceCopy and DeviceReduce steps run on the arena's stream, each posted
+  // and then polled through an event like a transfer. Set before submitting a lowered op;
+  // the arena outlives the engine and is used by nothing else while the engine runs.
+  void setDeviceArena(mem::StagingArena* arena) { deviceArena_ = arena; }
+  // Whether device steps are in flight (they complete without waking a transport).
+  bool deviceBusy() const { return freeEvents_.size() != deviceEvents_.size(); }
+  ~Engine();
   // Nanoseconds until the active op's gate opens or its next spread send is due (0: none).
   int64_t gateRemainingNs(int64_t now) const;
 
@@ -274,6 +288,12 @@ class Engine {
   // Starts step i of op. Deferred: the transport is momentarily full (try the later
   // steps, then this one again next pass); NoSlots: no request slot for it now.
   Start start(Op& op, uint32_t i);
+  // Device steps: queue step i on the device arena's stream with an event to poll; whether
+  // a posted one has finished (its status in *st); and, after a failure, waiting for the
+  // device's work and dropping every event (the staging must not be reused before).
+  Status startDevice(Op& op, uint32_t i);
+  bool deviceDone(uint16_t slot, Status* st);
+  void drainDevice();
   void finish(Op& op, Status s);
   // The time the op's next spread send may start (injection).
   static int64_t nextInjection(const Op& op);
@@ -316,6 +336,9 @@ class Engine {
   // Request pool: one slot per posted transfer.
   std::vector<transport::Request> reqs_;
   std::vector<uint16_t> freeReqs_;
+  mem::StagingArena* deviceArena_ = nullptr;
+  std::vector<void*> deviceEvents_;  // by slot; null when free
+  std::vector<uint16_t> freeEvents_;
   int maxPosted_ = 0;
   // Per peer: the scan generation in which a send to it could not start.
   std::vector<uint32_t> sendBlocked_;

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <string>
 
+#include "src/core/dtype.h"
 #include "src/core/status.h"
 
 namespace tempo::mem {
@@ -42,6 +43,12 @@ class DeviceApi {
   // the null stream), destroyed with destroyStream() once nothing more is queued on it.
   virtual Result<void*> createStream() = 0;
   virtual Status destroyStream(void* stream) = 0;
+  // dst[i] = a[i] op b[i] for `count` elements, by a kernel queued on `stream` (then divided
+  // by postDivisor when > 1), bit for bit what kernels::reduce computes on the host, fp8 in
+  // the device's encoding. The pointers may be device memory or pinned host memory
+  // (allocateHost), which the device reads and writes directly; dst may equal a or b.
+  virtual Status reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op,
+                        uint64_t postDivisor, void* stream) = 0;
   // Copies `bytes` between host and device memory (either direction, or device to device)
   // in the order of `stream`: after everything queued on it before, and before anything
   // queued after. Returns once the copy is queued.
@@ -89,6 +96,6 @@ DeviceApi* setDeviceApiForTesting(DeviceApi* api);
 // lives as long as the process), or nullptr with the reason written to `why` (e.g. no
 // device). The name carries the interface's version.
 using GpuPluginEntry = DeviceApi* (*)(char* why, size_t whyBytes);
-inline constexpr const char* kGpuPluginEntry = "tempo_gpu_plugin_v2";
+inline constexpr const char* kGpuPluginEntry = "tempo_gpu_plugin_v3";
 
 }  // namespace tempo::mem

@@ -15,6 +15,10 @@ namespace gpu = kernels::gpu;
 
 class GpuRuntime final : public DeviceApi {
  public:
+  // fp8 means what the first device's architecture makes it (a node's GPUs are alike).
+  GpuRuntime() {
+    if (auto info = gpu::deviceInfo(0); info.ok()) fp8_ = gpu::defaultFp8Encoding(*info);
+  }
   const char* name() const override { return gpu::backendName(); }
   Result<bool> isDevicePointer(const void* p) override { return gpu::isDevicePointer(p); }
   Result<void*> allocate(size_t bytes) override { return gpu::allocate(bytes); }
@@ -23,6 +27,10 @@ class GpuRuntime final : public DeviceApi {
   Status releaseHost(void* p) override { return gpu::releaseHost(p); }
   Result<void*> createStream() override { return gpu::createStream(); }
   Status destroyStream(void* stream) override { return gpu::destroyStream(stream); }
+  Status reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, uint64_t postDivisor,
+                void* stream) override {
+    return gpu::reduce(dst, a, b, count, type, op, postDivisor, fp8_, stream);
+  }
   Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) override {
     return gpu::copyAsync(dst, src, bytes, stream);
   }
@@ -35,14 +43,17 @@ class GpuRuntime final : public DeviceApi {
   }
   // This plugin's own record (its copy of Tempo's core), which deviceCall forwards.
   const char* lastError() const override { return lastErrorMessage(); }
+
+ private:
+  gpu::Fp8Encoding fp8_ = gpu::Fp8Encoding::Ocp;
 };
 
 }  // namespace
 }  // namespace tempo::mem
 
-extern "C" __attribute__((visibility("default"))) tempo::mem::DeviceApi* tempo_gpu_plugin_v2(char* why,
+extern "C" __attribute__((visibility("default"))) tempo::mem::DeviceApi* tempo_gpu_plugin_v3(char* why,
                                                                                              size_t whyBytes) {
-  static_assert(std::is_same_v<decltype(&tempo_gpu_plugin_v2), tempo::mem::GpuPluginEntry>);
+  static_assert(std::is_same_v<decltype(&tempo_gpu_plugin_v3), tempo::mem::GpuPluginEntry>);
   auto devices = tempo::kernels::gpu::deviceCount();
   if (!devices.ok()) {
     std::snprintf(why, whyBytes, "%s", tempo::lastErrorMessage());

@@ -55,12 +55,15 @@ class DeviceBuffers : public ::testing::TestWithParam<int> {
   void TearDown() override {
     world_.reset();
     param::overrideForTest(param::Id::ChunkSize, nullptr);
+    param::overrideForTest(param::Id::GpuPipeline, nullptr);
   }
+  void everyCollectiveIsBitExact();
   EmulatedDevice dev_;
   std::unique_ptr<CommWorld> world_;
 };
 
-TEST_P(DeviceBuffers, EveryCollectiveOnDeviceMemoryIsBitExact) {
+// Every collective, in place and out, every root, bit-exact with the guards intact.
+void DeviceBuffers::everyCollectiveIsBitExact() {
   const int n = GetParam();
   const CommWorld& w = *world_;
   uint64_t seed = 1;
@@ -89,6 +92,16 @@ TEST_P(DeviceBuffers, EveryCollectiveOnDeviceMemoryIsBitExact) {
       }
     }
   }
+}
+
+// By default a call runs on the device buffers themselves, its plan lowered for them
+// (chunks through pinned slots, reductions by the device); TEMPO_GPU_PIPELINE=0 runs it on
+// whole host copies. Both give every collective bit for bit.
+TEST_P(DeviceBuffers, EveryCollectiveOnDeviceMemoryIsBitExact) { everyCollectiveIsBitExact(); }
+
+TEST_P(DeviceBuffers, EveryCollectiveOnWholeHostCopiesIsBitExact) {
+  param::overrideForTest(param::Id::GpuPipeline, "0");
+  everyCollectiveIsBitExact();
 }
 
 TEST_P(DeviceBuffers, TheCallRunsWhereTheStreamIsAndLaterWorkSeesItsResult) {
@@ -162,6 +175,7 @@ TEST_P(DeviceBuffers, MemAllocGivesDeviceMemory) {
 // enough and reused: queueing many calls on a stream does not make the library hold a copy
 // per call, and the arena goes with the communicator.
 TEST_P(DeviceBuffers, StagingMemoryIsPinnedReusedAndHeldOncePerCommunicator) {
+  param::overrideForTest(param::Id::GpuPipeline, "0");  // whole host copies
   const int n = GetParam();
   constexpr size_t kCount = 256 * 1024;  // 1 MiB per buffer
   constexpr int kQueued = 16;
@@ -199,6 +213,60 @@ TEST_P(DeviceBuffers, StagingMemoryIsPinnedReusedAndHeldOncePerCommunicator) {
     std::vector<int32_t> v(kCount);
     dev_.download(v.data(), out[size_t(r)], kCount * sizeof(int32_t));
     for (size_t i = 0; i < kCount; i += 997) ASSERT_EQ(v[i], int32_t(i % 1000) * ranksSum) << "rank " << r;
+  }
+  world_.reset();
+  EXPECT_EQ(dev_.livePinned(), pinnedBefore) << "the arenas went with their communicators";
+}
+
+// A call on device buffers runs on them in chunks (TEMPO_GPU_PIPELINE's default): every
+// reduction is the device's, no copy moves more than one chunk, and the pinned slots are
+// one arena per communicator, allocated once and reused however many calls are queued.
+TEST_P(DeviceBuffers, PipelinedCallsReduceOnTheDeviceThroughReusedPinnedSlots) {
+  constexpr size_t kChunk = 64 * 1024;
+  param::overrideForTest(param::Id::ChunkSize, std::to_string(kChunk).c_str());
+  const int n = GetParam();
+  constexpr size_t kCount = 256 * 1024;  // 1 MiB per buffer: many chunks per call
+  constexpr int kQueued = 16;
+  const size_t pinnedBefore = dev_.livePinned();
+  std::vector<void*> in(static_cast<size_t>(n)), out(static_cast<size_t>(n)), streams(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    in[size_t(r)] = dev_.alloc(kCount * sizeof(float));
+    out[size_t(r)] = dev_.alloc(kCount * sizeof(float));
+    streams[size_t(r)] = dev_.newStream();
+    std::vector<float> v(kCount);
+    for (size_t i = 0; i < kCount; ++i) v[i] = float(i % 1000) * float(r + 1);
+    dev_.upload(in[size_t(r)], v.data(), kCount * sizeof(float));
+  }
+  auto queue = [&](int calls) {
+    const auto res = world_->onThreads([&](int r) {
+      ncclResult_t e = ncclSuccess;
+      for (int k = 0; k < calls && e == ncclSuccess; ++k)
+        e = ncclAllReduce(in[size_t(r)], out[size_t(r)], kCount, ncclFloat32, ncclSum, (*world_)[r],
+                          static_cast<hipStream_t>(streams[size_t(r)]));
+      return e;
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError((*world_)[r]);
+      ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+    }
+  };
+  const size_t reductionsBefore = dev_.reductions();
+  dev_.resetLargestCopy();
+  queue(1);
+  const size_t allocationsWarm = dev_.pinnedAllocations();
+  // One rank has nothing to stage: its call is one device-to-device copy.
+  EXPECT_EQ(dev_.livePinned(), pinnedBefore + (n > 1 ? size_t(n) : 0)) << "one arena per communicator";
+  queue(kQueued);
+  EXPECT_EQ(dev_.pinnedAllocations(), allocationsWarm) << "a warm arena is reused, whatever the queue depth";
+  if (n > 1) {
+    EXPECT_GT(dev_.reductions(), reductionsBefore) << "the reductions ran on the device";
+    EXPECT_LE(dev_.largestCopy(), kChunk) << "a copy moved more than a chunk";
+  }
+  const float ranksSum = float(n * (n + 1) / 2);
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> v(kCount);
+    dev_.download(v.data(), out[size_t(r)], kCount * sizeof(float));
+    for (size_t i = 0; i < kCount; i += 997) ASSERT_EQ(v[i], float(i % 1000) * ranksSum) << "rank " << r;
   }
   world_.reset();
   EXPECT_EQ(dev_.livePinned(), pinnedBefore) << "the arenas went with their communicators";

@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "kernels/reduce.h"
 #include "src/mem/device_api.h"
 
 namespace tempo::testing {
@@ -104,7 +105,19 @@ class EmulatedDevice : public mem::DeviceApi {
     std::lock_guard lock(mu_);
     ++copies_;
     copiedBytes_ += bytes;
+    largestCopy_ = std::max(largestCopy_, bytes);
     streamOf(stream).post([d, s, bytes] { std::memcpy(d, s, bytes); });
+    return Status::Success;
+  }
+  // A "kernel": the host's reducer, run in stream order on the aliases, so it reads and
+  // writes device memory as the device would (and pinned host memory as it is).
+  Status reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, uint64_t postDivisor,
+                void* stream) override {
+    void* d = alias(dst);
+    const void *x = alias(a), *y = alias(b);
+    std::lock_guard lock(mu_);
+    ++reductions_;
+    streamOf(stream).post([=] { kernels::reduce(d, x, y, count, type, op, postDivisor); });
     return Status::Success;
   }
   const char* lastError() const override { return "the emulated device never fails"; }
@@ -176,6 +189,10 @@ class EmulatedDevice : public mem::DeviceApi {
     (void)synchronize(nullptr);
   }
   size_t copies() const { std::lock_guard lock(mu_); return copies_; }
+  size_t reductions() const { std::lock_guard lock(mu_); return reductions_; }
+  // The largest copy since the last resetLargestCopy().
+  size_t largestCopy() const { std::lock_guard lock(mu_); return largestCopy_; }
+  void resetLargestCopy() { std::lock_guard lock(mu_); largestCopy_ = 0; }
   size_t queries() const { std::lock_guard lock(mu_); return queries_; }
   size_t hostFuncs() const { std::lock_guard lock(mu_); return hostFuncs_; }
   size_t liveEvents() const { std::lock_guard lock(mu_); return events_.size(); }
@@ -269,7 +286,7 @@ class EmulatedDevice : public mem::DeviceApi {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::unique_ptr<Stream> defaultStream_;
   std::map<void*, std::shared_ptr<std::atomic<bool>>> events_;
-  size_t copies_ = 0, copiedBytes_ = 0, queries_ = 0, hostFuncs_ = 0;
+  size_t copies_ = 0, copiedBytes_ = 0, queries_ = 0, hostFuncs_ = 0, reductions_ = 0, largestCopy_ = 0;
   bool installed_;
   mem::DeviceApi* previous_ = nullptr;
 };

@@ -7,8 +7,8 @@
 
 #include "tests/common/emulated_device.h"
 
-extern "C" __attribute__((visibility("default"))) tempo::mem::DeviceApi* tempo_gpu_plugin_v2(char*, size_t) {
-  static_assert(std::is_same_v<decltype(&tempo_gpu_plugin_v2), tempo::mem::GpuPluginEntry>);
+extern "C" __attribute__((visibility("default"))) tempo::mem::DeviceApi* tempo_gpu_plugin_v3(char*, size_t) {
+  static_assert(std::is_same_v<decltype(&tempo_gpu_plugin_v3), tempo::mem::GpuPluginEntry>);
   // Never destroyed: its stream threads may still run host functions at exit.
   static auto* device = new tempo::testing::EmulatedDevice(/*install=*/false);
   return device;

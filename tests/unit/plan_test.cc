@@ -24,6 +24,7 @@
 
 #include "src/algo/channels.h"
 #include "src/algo/collectives.h"
+#include "src/algo/device_lowering.h"
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
 #include "src/algo/hier_allreduce.h"
@@ -53,6 +54,8 @@ struct Range {
 struct RankState {
   Plan plan;
   std::vector<Cell> input, output, scratch;
+  std::vector<Cell> staging;  // a lowered plan's (device_lowering.h)
+  std::deque<uint32_t> device;  // posted device steps, completed in order (one stream)
   std::vector<Cell> fingerprints;  // the Absolute locations: kFp below
   std::vector<int> state;  // 0 waiting, 1 posted, 2 done
   uint32_t first = 0;
@@ -151,6 +154,17 @@ class Simulator {
     return carried;
   }
 
+  // Lowers every rank's plan for device buffers (device_lowering.h), as the communicator
+  // does after the fingerprint exchange is in front. Device steps then run asynchronously:
+  // posted (their ranges in flight, as a transfer's are), completed later in posting order.
+  void lowerForDevice(const DeviceLowering& d) {
+    for (RankState& s : ranks_) {
+      algo::lowerForDevice(s.plan, d);
+      s.staging.assign(s.plan.stagingBytes / ts_, Cell{});
+      s.state.assign(s.plan.steps.size(), 0);
+    }
+  }
+
   // Runs to completion; returns false (with a gtest failure) on a hazard or deadlock.
   bool run(uint64_t seed) {
     std::mt19937_64 rng(seed);
@@ -179,10 +193,15 @@ class Simulator {
         auto it = postedRecvs_.find(Key{pair.first, pair.second, st.msg});
         if (it != postedRecvs_.end()) deliverable.push_back({pair.first, si, pair.second, it->second});
       }
-      if (startable.empty() && deliverable.empty()) break;
-      size_t pick = rng() % (startable.size() + deliverable.size());
+      std::vector<int> completable;  // ranks whose oldest device step may finish
+      for (int r = 0; r < n_; ++r)
+        if (!ranks_[size_t(r)].device.empty()) completable.push_back(r);
+      if (startable.empty() && deliverable.empty() && completable.empty()) break;
+      size_t pick = rng() % (startable.size() + deliverable.size() + completable.size());
       if (pick < startable.size()) {
         if (!start(startable[pick].first, startable[pick].second)) return false;
+      } else if (pick >= startable.size() + deliverable.size()) {
+        if (!completeDevice(completable[pick - startable.size() - deliverable.size()])) return false;
       } else {
         auto [src, si, dst, ri] = deliverable[pick - startable.size()];
         if (!deliver(src, si, dst, ri)) return false;
@@ -246,6 +265,7 @@ class Simulator {
 
   std::vector<Cell>& buffer(RankState& s, BufId b) {
     if (b == BufId::Scratch) return s.scratch;
+    if (b == BufId::Staging) return s.staging;
     if (b == BufId::Absolute) return s.fingerprints;
     if (b == BufId::Output && !inPlace_) return s.output;
     return s.input;  // in place, input and output are one buffer
@@ -302,7 +322,7 @@ class Simulator {
         bool isRecv = st.kind != StepKind::Send;
         Range r = range(s, isRecv ? st.dst : st.src, st.bytes);
         if (!inBounds(s, r) || !safe(rank, r, isRecv)) return false;
-        inflight_[{rank, i}] = {r, isRecv};
+        inflight_.insert({{rank, i}, {r, isRecv}});
         Key key = isRecv ? Key{st.peer, rank, st.msg} : Key{rank, st.peer, st.msg};
         auto& table = isRecv ? postedRecvs_ : postedSends_;
         if (table.count(key)) {
@@ -324,33 +344,72 @@ class Simulator {
           }
         }
         break;
+      case StepKind::DeviceCopy:
+      case StepKind::DeviceReduce: {
+        if (st.bytes == 0) break;  // the engine elides empty device work
+        const bool reduces = st.kind == StepKind::DeviceReduce;
+        Range a = range(s, st.src, st.bytes), d = range(s, st.dst, st.bytes);
+        Range b = reduces ? range(s, st.src2, st.bytes) : a;
+        if (!inBounds(s, a) || !inBounds(s, b) || !inBounds(s, d)) return false;
+        if (!safe(rank, a, false) || !safe(rank, b, false) || !safe(rank, d, true)) return false;
+        inflight_.insert({{rank, i}, {a, false}});
+        inflight_.insert({{rank, i}, {b, false}});
+        inflight_.insert({{rank, i}, {d, true}});
+        s.device.push_back(i);
+        s.state[i] = 1;
+        return true;
+      }
       case StepKind::Reduce: {
         Range a = range(s, st.src, st.bytes), b = range(s, st.src2, st.bytes), d = range(s, st.dst, st.bytes);
         if (!inBounds(s, a) || !inBounds(s, b) || !inBounds(s, d)) return false;
         if (!safe(rank, a, false) || !safe(rank, b, false) || !safe(rank, d, true)) return false;
-        auto &A = buffer(s, a.buf), &B = buffer(s, b.buf), &D = buffer(s, d.buf);
-        for (uint64_t k = 0; k < a.end - a.begin; ++k) {
-          Cell x = A[a.begin + k], y = B[b.begin + k];
-          if (x.mask & y.mask) {
-            ADD_FAILURE() << "rank " << rank << " reduces a contribution twice";
-            return false;
-          }
-          if (x.index != y.index) {
-            ADD_FAILURE() << "rank " << rank << " reduces element " << x.index << " with element " << y.index;
-            return false;
-          }
-          D[d.begin + k] = {x.mask | y.mask, x.reductions + y.reductions + 1, x.index};
-        }
-        break;
+        return reduce(s, rank, i, a, b, d);
       }
       case StepKind::Copy: {
         Range a = range(s, st.src, st.bytes), d = range(s, st.dst, st.bytes);
         if (!inBounds(s, a) || !inBounds(s, d) || !safe(rank, a, false) || !safe(rank, d, true)) return false;
-        auto &A = buffer(s, a.buf), &D = buffer(s, d.buf);
-        for (uint64_t k = 0; k < a.end - a.begin; ++k) D[d.begin + k] = A[a.begin + k];
+        copy(s, a, d);
         break;
       }
     }
+    s.state[i] = 2;
+    return true;
+  }
+
+  // d = a (op) b, element by element; marks step i done.
+  bool reduce(RankState& s, int rank, uint32_t i, const Range& a, const Range& b, const Range& d) {
+    auto &A = buffer(s, a.buf), &B = buffer(s, b.buf), &D = buffer(s, d.buf);
+    for (uint64_t k = 0; k < a.end - a.begin; ++k) {
+      Cell x = A[a.begin + k], y = B[b.begin + k];
+      if (x.mask & y.mask) {
+        ADD_FAILURE() << "rank " << rank << " reduces a contribution twice";
+        return false;
+      }
+      if (x.index != y.index) {
+        ADD_FAILURE() << "rank " << rank << " reduces element " << x.index << " with element " << y.index;
+        return false;
+      }
+      D[d.begin + k] = {x.mask | y.mask, x.reductions + y.reductions + 1, x.index};
+    }
+    s.state[i] = 2;
+    return true;
+  }
+  void copy(RankState& s, const Range& a, const Range& d) {
+    auto &A = buffer(s, a.buf), &D = buffer(s, d.buf);
+    for (uint64_t k = 0; k < a.end - a.begin; ++k) D[d.begin + k] = A[a.begin + k];
+  }
+
+  // The oldest posted device step of `rank` finishes: its data moves now (nothing else
+  // could touch its ranges while it was in flight), and its ranges are free again.
+  bool completeDevice(int rank) {
+    RankState& s = ranks_[size_t(rank)];
+    const uint32_t i = s.device.front();
+    s.device.pop_front();
+    inflight_.erase({rank, i});
+    const Step& st = s.plan.steps[i];
+    const Range a = range(s, st.src, st.bytes), d = range(s, st.dst, st.bytes);
+    if (st.kind == StepKind::DeviceReduce) return reduce(s, rank, i, a, range(s, st.src2, st.bytes), d);
+    copy(s, a, d);
     s.state[i] = 2;
     return true;
   }
@@ -386,7 +445,7 @@ class Simulator {
   bool inPlace_;
   std::vector<RankState> ranks_;
   std::map<Key, uint32_t> postedSends_, postedRecvs_;
-  std::map<std::pair<int, uint32_t>, Flight> inflight_;
+  std::multimap<std::pair<int, uint32_t>, Flight> inflight_;  // a device step has several
   std::map<std::pair<int, int>, std::deque<uint32_t>> sendQueue_;  // posted sends per (src, dst)
   std::vector<bool> blocked_;
   uint64_t messages_ = 0;
@@ -570,7 +629,7 @@ Cell from(int rank, uint64_t index) { return Cell{uint64_t(1) << rank, 0, index}
 // deadlock check applies), then checks each rank's final buffer element by element.
 void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, int root, uint64_t chunk,
                   uint64_t scratch, uint64_t seed, bool fingerprint = false, const std::vector<int>& ring = {},
-                  int channels = 1) {
+                  int channels = 1, const DeviceLowering* lowered = nullptr) {
   SCOPED_TRACE(testing::Message() << "coll=" << int(coll) << " n=" << n << " count=" << count << " ts=" << ts
                                   << " inPlace=" << inPlace << " root=" << root << " chunk=" << chunk
                                   << " seed=" << seed << " channels=" << channels);
@@ -663,6 +722,7 @@ void simulateColl(Coll coll, int n, uint64_t count, uint32_t ts, bool inPlace, i
   const bool single = inPlace && coll != Coll::Gather && coll != Coll::Scatter && coll != Coll::AllToAll;
   Simulator sim(n, ts, single, std::move(setups));
   if (fingerprint) sim.prependFingerprints();
+  if (lowered) sim.lowerForDevice(*lowered);
   ASSERT_TRUE(sim.run(seed));
   for (int r = 0; r < n; ++r) {
     const RankState& s = sim.rank(r);
@@ -1235,6 +1295,98 @@ TEST(Fingerprint, EveryCollectiveStillDeliversWithTheExchangeInFront) {
           ASSERT_TRUE(sim.run(seed));
           sim.checkResult();
         }
+}
+
+// ---- plans lowered for device buffers (device_lowering.h) ----
+
+bool onDevice(const Loc& l, const DeviceLowering& d) {
+  return (l.buf == BufId::Input && d.inputOnDevice) || (l.buf == BufId::Output && d.outputOnDevice);
+}
+
+// Every collective, its buffers on the device in every combination (in place: both), with
+// and without the fingerprint exchange in front, one slot per direction (every message
+// waits for the one before it in its slot) or four: each rank still ends with exactly its
+// blocks, and the simulator's hazard checks hold with the device steps in flight while
+// transfers and other steps run.
+TEST(DeviceLowering, EveryCollectiveDeliversWithItsBuffersOnTheDevice) {
+  const Coll colls[] = {Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::TreeBroadcast,
+                        Coll::Reduce,    Coll::Gather,        Coll::Scatter,   Coll::AllToAll};
+  const DeviceLowering ways[] = {{true, true, 1}, {true, true, 4}, {true, false, 2}, {false, true, 2}};
+  uint64_t seed = 0;
+  for (Coll c : colls)
+    for (int n : {2, 3, 5})
+      for (uint64_t count : {uint64_t(1), uint64_t(100), uint64_t(1500)})
+        for (bool inPlace : {false, true}) {
+          if (inPlace && (c == Coll::AllToAll || c == Coll::Gather || c == Coll::Scatter)) continue;
+          for (const DeviceLowering& d : ways) {
+            if (inPlace && d.inputOnDevice != d.outputOnDevice) continue;  // one buffer
+            SCOPED_TRACE(testing::Message() << "lowered in=" << d.inputOnDevice << " out=" << d.outputOnDevice
+                                            << " slots=" << d.slots);
+            simulateColl(c, n, count, 4, inPlace, n - 1, 256, 1 << 16, ++seed, seed % 2 == 0, {}, 1, &d);
+          }
+        }
+}
+
+TEST(DeviceLowering, AllReducesDeliverWithTheirBuffersOnTheDevice) {
+  for (auto algo : {Simulator::Algo::Ring, Simulator::Algo::RecursiveDoubling, Simulator::Algo::Direct})
+    for (int n : {2, 3, 5, 8})
+      for (bool inPlace : {false, true})
+        for (uint32_t slots : {1u, 4u})
+          for (uint64_t seed = 0; seed < 2; ++seed) {
+            SCOPED_TRACE(testing::Message() << "algo=" << int(algo) << " n=" << n << " inPlace=" << inPlace
+                                            << " slots=" << slots);
+            // 16-byte columns and two in-place scratch slots: long pipelines, every slot reused.
+            Simulator sim(algo, n, 777, 4, inPlace, 16, algo == Simulator::Algo::Ring ? 32 : 1 << 16);
+            sim.prependFingerprints();
+            sim.lowerForDevice({true, true, slots});
+            ASSERT_TRUE(sim.run(seed));
+            sim.checkResult();
+          }
+}
+
+// What the engine relies on: no host step names device memory, staging holds every
+// Staging location, and a plan without device buffers is left as it was.
+TEST(DeviceLowering, NoHostStepTouchesDeviceMemory) {
+  for (bool in : {false, true})
+    for (bool out : {false, true})
+      for (bool inPlace : {false, true}) {
+        if (inPlace && in != out) continue;
+        RingAllReduceArgs a;
+        a.count = 1000;
+        a.typeSize = 4;
+        a.inPlace = inPlace;
+        a.nranks = 4;
+        a.pos = 1;
+        a.nextRank = 2;
+        a.prevRank = 0;
+        a.chunkBytes = 256;
+        a.scratchBytes = 1024;
+        Plan plan;
+        planRingAllReduce(a, plan);
+        const Plan host = plan;
+        const DeviceLowering d{in, out, 3};
+        lowerForDevice(plan, d);
+        if (!in && !out) {
+          ASSERT_EQ(plan.steps.size(), host.steps.size());
+          EXPECT_EQ(plan.stagingBytes, 0u);
+          continue;
+        }
+        SCOPED_TRACE(testing::Message() << "in=" << in << " out=" << out << " inPlace=" << inPlace);
+        EXPECT_GT(plan.steps.size(), host.steps.size());
+        for (const Step& s : plan.steps) {
+          const bool device = s.kind == StepKind::DeviceCopy || s.kind == StepKind::DeviceReduce;
+          // The locations each kind reads or writes (the others are unused).
+          std::vector<const Loc*> used{&s.src, &s.dst};
+          if (s.kind == StepKind::Send) used = {&s.src};
+          if (s.kind == StepKind::Recv) used = {&s.dst};
+          if (s.kind == StepKind::Reduce || s.kind == StepKind::DeviceReduce) used.push_back(&s.src2);
+          for (const Loc* l : used) {
+            if (!device) EXPECT_FALSE(onDevice(*l, d)) << "a host step names device memory";
+            EXPECT_NE(l->buf, BufId::Scratch) << "scratch moves into staging";
+            if (l->buf == BufId::Staging && s.bytes) EXPECT_LE(l->offset + s.bytes, plan.stagingBytes);
+          }
+        }
+      }
 }
 
 // Two ranks exchanging 8 bytes: with the exchange, still one message each way.

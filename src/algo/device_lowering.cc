@@ -1,0 +1,156 @@
+#include "src/algo/device_lowering.h"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+namespace tempo::algo {
+namespace {
+
+constexpr uint64_t kAlign = 256;  // what the copy engines and the kernels' vector loads like
+uint64_t alignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// One direction's slots, used round robin; lastUse[k] is the step after which slot k is
+// free again (kNoDep: never used).
+struct SlotRing {
+  uint64_t base = 0, bytes = 0;
+  uint32_t next = 0, count = 1;
+  std::vector<uint32_t> lastUse;
+  uint32_t take() { return next++ % count; }
+  Loc at(uint32_t k) const { return {BufId::Staging, base + uint64_t(k) * bytes}; }
+};
+
+class Lowerer {
+ public:
+  Lowerer(Plan& plan, const DeviceLowering& d) : plan_(plan), d_(d) {}
+
+  void run() {
+    const std::vector<Step>& in = plan_.steps;
+    uint64_t slotBytes = 0;
+    bool touches = false;
+    for (const Step& s : in) {
+      if (isSend(s) && onDevice(s.src)) slotBytes = std::max(slotBytes, s.bytes);
+      if (isRecv(s) && onDevice(s.dst)) slotBytes = std::max(slotBytes, s.bytes);
+      touches = touches || namesDevice(s);
+    }
+    if (!touches) return;
+
+    // Staging: scratch, then the send slots, then the receive slots.
+    const uint32_t k = std::max<uint32_t>(1, d_.slots);
+    slotBytes = alignUp(slotBytes);
+    sends_ = {alignUp(plan_.scratchBytes), slotBytes, 0, k, std::vector<uint32_t>(k, kNoDep)};
+    recvs_ = {sends_.base + k * slotBytes, slotBytes, 0, k, std::vector<uint32_t>(k, kNoDep)};
+    plan_.stagingBytes = slotBytes ? recvs_.base + k * slotBytes : plan_.scratchBytes;
+
+    std::vector<Step>& out = plan_.spare;
+    out.clear();
+    out.reserve(in.size() * 2);
+    std::vector<uint32_t>& doneAt = plan_.work;  // old step -> the new step that finishes it
+    doneAt.assign(in.size(), kNoDep);
+    uint32_t carried = kNoDep;
+    for (uint32_t i = 0; i < in.size(); ++i) {
+      Step s = in[i];
+      for (uint32_t& dep : s.deps) dep = dep == kNoDep ? kNoDep : doneAt[dep];
+      for (Loc* l : {&s.src, &s.src2, &s.dst})
+        if (l->buf == BufId::Scratch) l->buf = BufId::Staging;  // scratch lives at the start
+      if (isSend(s) && onDevice(s.src)) {
+        // Copy the chunk out of the device into a free send slot, then send the slot.
+        const uint32_t slot = sends_.take();
+        const Loc at = sends_.at(slot);
+        Step copy = deviceCopy(s.bytes, s.src, at);
+        setDeps(copy, s.deps[0], s.deps[1], sends_.lastUse[slot]);
+        const uint32_t copied = add(copy);
+        s.src = at;
+        s.deps[0] = copied;
+        s.deps[1] = kNoDep;
+        doneAt[i] = sends_.lastUse[slot] = add(s);
+      } else if (isRecv(s) && onDevice(s.dst)) {
+        // Receive into a free receive slot, then copy the chunk into place on the device.
+        const uint32_t slot = recvs_.take();
+        const Loc at = recvs_.at(slot), to = s.dst;
+        s.dst = at;
+        setDeps(s, s.deps[0], s.deps[1], recvs_.lastUse[slot]);
+        const uint32_t received = add(s);
+        if (s.kind == StepKind::RecvCarried) carried = received;
+        Step copy = deviceCopy(s.bytes, at, to);
+        copy.deps[0] = received;
+        doneAt[i] = recvs_.lastUse[slot] = add(copy);
+      } else {
+        const bool device = namesDevice(s);
+        if (device && s.kind == StepKind::Reduce) s.kind = StepKind::DeviceReduce;
+        if (device && s.kind == StepKind::Copy) s.kind = StepKind::DeviceCopy;
+        doneAt[i] = add(s);
+        if (s.kind == StepKind::RecvCarried) carried = doneAt[i];
+      }
+    }
+    // The window covers as many of the original steps as before.
+    const uint64_t window = (uint64_t(plan_.window) * out.size() + in.size() - 1) / std::max<size_t>(1, in.size());
+    plan_.window = uint32_t(std::min<uint64_t>(window, UINT32_MAX));
+    if (plan_.carriedRecv != kNoDep) plan_.carriedRecv = carried;
+    plan_.steps.swap(out);
+  }
+
+ private:
+  static bool isSend(const Step& s) { return s.kind == StepKind::Send; }
+  static bool isRecv(const Step& s) { return s.kind == StepKind::Recv || s.kind == StepKind::RecvCarried; }
+  bool onDevice(const Loc& l) const {
+    return (l.buf == BufId::Input && d_.inputOnDevice) || (l.buf == BufId::Output && d_.outputOnDevice);
+  }
+  // Whether a location the step reads or writes is device memory (a step's other
+  // locations are unused and may hold anything).
+  bool namesDevice(const Step& s) const {
+    switch (s.kind) {
+      case StepKind::Send: return onDevice(s.src);
+      case StepKind::Recv:
+      case StepKind::RecvCarried: return onDevice(s.dst);
+      case StepKind::Copy:
+      case StepKind::DeviceCopy: return onDevice(s.src) || onDevice(s.dst);
+      case StepKind::Reduce:
+      case StepKind::DeviceReduce: return onDevice(s.src) || onDevice(s.src2) || onDevice(s.dst);
+      case StepKind::Check: return false;  // fingerprints: host memory
+    }
+    return false;
+  }
+  static Step deviceCopy(uint64_t bytes, Loc src, Loc dst) {
+    Step c;
+    c.kind = StepKind::DeviceCopy;
+    c.bytes = bytes;
+    c.src = src;
+    c.dst = dst;
+    return c;
+  }
+  uint32_t add(const Step& s) {
+    plan_.spare.push_back(s);
+    return uint32_t(plan_.spare.size() - 1);
+  }
+  // Gives `s` up to three dependencies; a step holds two, so a third joins the first two in
+  // an empty Copy that `s` waits for.
+  void setDeps(Step& s, uint32_t a, uint32_t b, uint32_t c) {
+    std::array<uint32_t, 3> all{a, b, c};
+    auto end = std::remove(all.begin(), all.end(), kNoDep);
+    const size_t n = size_t(end - all.begin());
+    if (n == 3) {
+      Step join;  // Copy of 0 bytes: done as soon as it starts
+      join.deps[0] = all[0];
+      join.deps[1] = all[1];
+      all[0] = add(join);
+      all[1] = all[2];
+    }
+    s.deps[0] = n > 0 ? all[0] : kNoDep;
+    s.deps[1] = n > 1 ? all[1] : kNoDep;
+  }
+
+  Plan& plan_;
+  const DeviceLowering& d_;
+  SlotRing sends_, recvs_;
+};
+
+}  // namespace
+
+void lowerForDevice(Plan& plan, const DeviceLowering& d) {
+  plan.stagingBytes = 0;
+  if (!d.inputOnDevice && !d.outputOnDevice) return;
+  Lowerer(plan, d).run();
+}
+
+}  // namespace tempo::algo

@@ -1,0 +1,41 @@
+// Lowering a plan for device buffers: the same collective, with the data left on the GPU.
+//
+// A planner writes its steps as if every buffer were host memory. When the op's input or
+// output is device memory, lowerForDevice() rewrites the plan so that no host step touches
+// device memory and the device's own work overlaps the transfers, chunk by chunk:
+//  - a Send from device memory becomes a DeviceCopy into a pinned send slot, then the
+//    Send from that slot;
+//  - a Recv (or RecvCarried) into device memory lands in a pinned receive slot, then a
+//    DeviceCopy moves it into place; what waited for the Recv waits for that copy;
+//  - a Reduce or Copy with any device operand becomes a DeviceReduce or DeviceCopy, which
+//    the device runs reading pinned host memory (scratch, slots) directly;
+//  - scratch moves into the staging memory too (it is pinned there, so the device's
+//    kernels can read what was received into it).
+// Staging layout: [scratch | `slots` send slots | `slots` receive slots], every slot as
+// large as the largest lowered message. A slot is reused only after its previous message
+// is finished with (the send done, or the copy out of it done): each direction cycles
+// through its own slots, so while one chunk is copied in or out, the next ones are in
+// flight (the pipeline), and a slot's reuse waits only for earlier messages of its own
+// direction, which never wait for later ones: no new cycle among the ranks' steps.
+//
+// The fingerprint exchange at the front (fingerprint.h) stays where it is (it is host
+// memory), so its step numbers hold. Pure function; tested with the plan simulator.
+#pragma once
+
+#include <cstdint>
+
+#include "src/algo/plan.h"
+
+namespace tempo::algo {
+
+struct DeviceLowering {
+  bool inputOnDevice = false;
+  bool outputOnDevice = false;
+  uint32_t slots = 4;  // per direction; at least 1
+};
+
+// Rewrites `plan` as above and sets plan.stagingBytes (0 and nothing changed when neither
+// buffer is on the device). Point-to-point plans (Absolute buffers) are not lowered.
+void lowerForDevice(Plan& plan, const DeviceLowering& d);
+
+}  // namespace tempo::algo
