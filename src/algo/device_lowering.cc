@@ -16,6 +16,7 @@ struct SlotRing {
   uint64_t base = 0, bytes = 0;
   uint32_t next = 0, count = 1;
   std::vector<uint32_t> lastUse;
+  std::vector<uint32_t> owner;  // receive slots: the original receive whose chunk is there
   uint32_t take() { return next++ % count; }
   Loc at(uint32_t k) const { return {BufId::Staging, base + uint64_t(k) * bytes}; }
 };
@@ -48,12 +49,27 @@ class Lowerer {
     std::vector<uint32_t>& doneAt = plan_.work;  // old step -> the new step that finishes it
     doneAt.assign(in.size(), kNoDep);
     uint32_t carried = kNoDep;
+    landed_.assign(in.size(), Landed{});
+    recvs_.owner.assign(k, kNoDep);
     for (uint32_t i = 0; i < in.size(); ++i) {
       Step s = in[i];
       for (uint32_t& dep : s.deps) dep = dep == kNoDep ? kNoDep : doneAt[dep];
       for (Loc* l : {&s.src, &s.src2, &s.dst})
         if (l->buf == BufId::Scratch) l->buf = BufId::Staging;  // scratch lives at the start
-      if (isSend(s) && onDevice(s.src)) {
+      if (const uint32_t from = isSend(s) && k >= 2 ? forwarded(in[i]) : kNoDep; from != kNoDep) {
+        // A chunk sent on as it arrived (ring all-gather, chain broadcast): send it from its
+        // receive slot as soon as it is there, beside the copy into place; the slot is
+        // refilled only once both are done. That refill then waits for the next rank to
+        // take the forward, which it does only once its own slot is free: with one slot
+        // the ring of such waits would close on itself (a forward is the message after the
+        // one it carries), so forwards need two slots at least.
+        const Landed& l = landed_[from];
+        s.src = recvs_.at(l.slot);
+        for (uint32_t& dep : s.deps)
+          if (dep == l.copy) dep = l.recv;
+        doneAt[i] = add(s);
+        recvs_.lastUse[l.slot] = add(join(recvs_.lastUse[l.slot], doneAt[i]));
+      } else if (isSend(s) && onDevice(s.src)) {
         // Copy the chunk out of the device into a free send slot, then send the slot.
         const uint32_t slot = sends_.take();
         const Loc at = sends_.at(slot);
@@ -75,6 +91,8 @@ class Lowerer {
         Step copy = deviceCopy(s.bytes, at, to);
         copy.deps[0] = received;
         doneAt[i] = recvs_.lastUse[slot] = add(copy);
+        landed_[i] = {received, doneAt[i], slot, to, s.bytes};
+        recvs_.owner[slot] = i;
       } else {
         const bool device = namesDevice(s);
         if (device && s.kind == StepKind::Reduce) s.kind = StepKind::DeviceReduce;
@@ -111,6 +129,26 @@ class Lowerer {
     }
     return false;
   }
+  // The lowered receive (an index of the original plan) whose chunk the original Send
+  // `s` sends on unchanged, while that chunk is still in its slot; kNoDep if none.
+  uint32_t forwarded(const Step& s) const {
+    for (uint32_t d : s.deps) {
+      if (d == kNoDep || landed_[d].recv == kNoDep) continue;
+      const Landed& l = landed_[d];
+      if (l.to.buf == s.src.buf && l.to.offset == s.src.offset && l.bytes == s.bytes && recvs_.owner[l.slot] == d)
+        return d;
+    }
+    return kNoDep;
+  }
+  // A step that is done once steps a and b are: a Copy of nothing (in staging, which a plan
+  // with joins always has).
+  static Step join(uint32_t a, uint32_t b) {
+    Step j;
+    j.src = j.dst = {BufId::Staging, 0};
+    j.deps[0] = a;
+    j.deps[1] = b;
+    return j;
+  }
   static Step deviceCopy(uint64_t bytes, Loc src, Loc dst) {
     Step c;
     c.kind = StepKind::DeviceCopy;
@@ -130,10 +168,7 @@ class Lowerer {
     auto end = std::remove(all.begin(), all.end(), kNoDep);
     const size_t n = size_t(end - all.begin());
     if (n == 3) {
-      Step join;  // Copy of 0 bytes: done as soon as it starts
-      join.deps[0] = all[0];
-      join.deps[1] = all[1];
-      all[0] = add(join);
+      all[0] = add(join(all[0], all[1]));
       all[1] = all[2];
     }
     s.deps[0] = n > 0 ? all[0] : kNoDep;
@@ -143,6 +178,14 @@ class Lowerer {
   Plan& plan_;
   const DeviceLowering& d_;
   SlotRing sends_, recvs_;
+  // Per lowered receive of the original plan: its new Recv and copy steps, its slot, and
+  // where its chunk goes on the device.
+  struct Landed {
+    uint32_t recv = kNoDep, copy = kNoDep, slot = 0;
+    Loc to;
+    uint64_t bytes = 0;
+  };
+  std::vector<Landed> landed_;
 };
 
 }  // namespace

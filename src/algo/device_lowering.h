@@ -7,6 +7,10 @@
 //    Send from that slot;
 //  - a Recv (or RecvCarried) into device memory lands in a pinned receive slot, then a
 //    DeviceCopy moves it into place; what waited for the Recv waits for that copy;
+//  - a Send of a chunk just as it was received (a ring all-gather's or a chain
+//    broadcast's forward) is sent from its receive slot once the Recv is done, beside the
+//    copy into place, instead of being copied back out of the device (with 2 slots or
+//    more: see the .cc);
 //  - a Reduce or Copy with any device operand becomes a DeviceReduce or DeviceCopy, which
 //    the device runs reading pinned host memory (scratch, slots) directly;
 //  - scratch moves into the staging memory too (it is pinned there, so the device's

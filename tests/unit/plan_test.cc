@@ -1389,6 +1389,32 @@ TEST(DeviceLowering, NoHostStepTouchesDeviceMemory) {
       }
 }
 
+// A ring all-gather forwards every block it receives: lowered, each forward is sent from
+// the receive slot the block landed in, so the only copies out of the device are those of
+// the rank's own block, one per column.
+TEST(DeviceLowering, AForwardedChunkIsSentFromItsReceiveSlot) {
+  for (int n : {3, 5}) {
+    CollPlanArgs a;
+    a.count = 1000;
+    a.typeSize = 4;
+    a.rank = 1;
+    a.nranks = n;
+    a.chunkBytes = 1024;
+    a.scratchBytes = 1 << 16;
+    Plan plan;
+    planRingAllGather(a, plan);
+    const uint64_t columns = (4000 + 1023) / 1024;
+    lowerForDevice(plan, {true, true, 4});
+    uint64_t outOfDevice = 0, fromSlots = 0;
+    for (const Step& s : plan.steps) {
+      outOfDevice += s.kind == StepKind::DeviceCopy && s.dst.buf == BufId::Staging;
+      fromSlots += s.kind == StepKind::Send && s.src.buf == BufId::Staging;
+    }
+    EXPECT_EQ(outOfDevice, columns) << "n=" << n;
+    EXPECT_EQ(fromSlots, columns * uint64_t(n - 1)) << "n=" << n;
+  }
+}
+
 // Two ranks exchanging 8 bytes: with the exchange, still one message each way.
 TEST(Fingerprint, DetectionAddsNoMessageToASmallTwoRankAllReduce) {
   for (auto algo : {Simulator::Algo::RecursiveDoubling, Simulator::Algo::Direct})
