@@ -48,8 +48,9 @@ struct DeviceInfo {
 // Properties of device `ordinal`, as the launchers use them.
 Result<DeviceInfo> deviceInfo(int ordinal);
 
-// The device calls from this thread use (hipSetDevice / cudaSetDevice).
+// The device calls from this thread use (hipSetDevice / cudaSetDevice), and which it is.
 Status setDevice(int ordinal);
+Result<int> currentDevice();
 
 // OCP on NVIDIA and on AMD GPUs other than gfx940-gfx942, FNUZ on those (as RCCL).
 Fp8Encoding defaultFp8Encoding(const DeviceInfo& info);

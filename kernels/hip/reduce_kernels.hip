@@ -159,6 +159,12 @@ Result<DeviceInfo> deviceInfo(int ordinal) {
 
 Status setDevice(int ordinal) { return check(TEMPO_GPU(SetDevice)(ordinal), "SetDevice"); }
 
+Result<int> currentDevice() {
+  int ordinal = 0;
+  TEMPO_TRY(check(TEMPO_GPU(GetDevice)(&ordinal), "GetDevice"));
+  return ordinal;
+}
+
 Fp8Encoding defaultFp8Encoding(const DeviceInfo& info) {
   for (const char* fnuz : {"gfx940", "gfx941", "gfx942"}) {
     if (info.arch.rfind(fnuz, 0) == 0) return Fp8Encoding::Fnuz;

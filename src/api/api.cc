@@ -16,6 +16,7 @@
 #include "src/comm/group.h"
 #include "src/comm/registry.h"
 #include "src/core/log.h"
+#include "src/mem/device_api.h"
 
 using tempo::Status;
 using tempo::fail;
@@ -59,6 +60,16 @@ Status checkRanks(int nranks, int rank, const char* fn) {
   return Status::Success;
 }
 
+// The device a communicator made on this thread uses: the thread's current one, as RCCL
+// reads it with hipGetDevice at init (0 without a GPU runtime). Its worker and device
+// work use it, and ncclCommCuDevice reports it.
+int callerDevice() {
+  tempo::mem::DeviceApi* gpu = tempo::mem::deviceApi();
+  if (!gpu) return 0;
+  auto d = gpu->currentDevice();
+  return d.ok() ? *d : 0;
+}
+
 // Shared by ncclCommInitRank and ncclCommInitRankConfig.
 Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config,
                 const char* fn) {
@@ -68,16 +79,17 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int ran
                tempo::bootstrap::decodeUniqueId(std::span<const uint8_t, tempo::bootstrap::kUniqueIdBytes>(
                    reinterpret_cast<const uint8_t*>(commId.internal), sizeof commId.internal)));
   TEMPO_ASSIGN(comm::Config cfg, comm::parseConfig(config));
+  const int device = callerDevice();  // now: a group's inits run on threads of their own
   if (cfg.blocking) {
     return comm::submitInit([=]() -> Status {
-      TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> c, comm::Communicator::create(id, nranks, rank, cfg, 0));
+      TEMPO_ASSIGN(std::unique_ptr<comm::Communicator> c, comm::Communicator::create(id, nranks, rank, cfg, device));
       *out = handleOf(comm::registry::add(std::move(c)));
       return Status::Success;
     });
   }
   // Nonblocking: the handle now, in progress; the join on the communicator's worker (at
   // ncclGroupEnd inside a group).
-  comm::Communicator* c = comm::registry::add(comm::Communicator::pending(cfg, 0));
+  comm::Communicator* c = comm::registry::add(comm::Communicator::pending(cfg, device));
   *out = handleOf(c);
   return comm::submitInit([=]() -> Status {
     c->runAsync([=] { return c->join(id, nranks, rank); });

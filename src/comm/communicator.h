@@ -174,13 +174,13 @@ class Communicator : public engine::Liveness {
   // Pinned host memory and a stream for the device buffers of the batches this
   // communicator's worker runs (device_staging.h); created on first use, by the worker only.
   mem::StagingArena& stagingArena(mem::DeviceApi& gpu) {
-    if (!staging_) staging_ = std::make_unique<mem::StagingArena>(gpu);
+    if (!staging_) staging_ = std::make_unique<mem::StagingArena>(gpu, device_);
     return *staging_;
   }
   // The engine's pinned staging and stream for plans lowered for device buffers
   // (algo/device_lowering.h); created on first use, used only under the drive mutex.
   mem::StagingArena& deviceArena(mem::DeviceApi& gpu) {
-    if (!deviceArena_) deviceArena_ = std::make_unique<mem::StagingArena>(gpu);
+    if (!deviceArena_) deviceArena_ = std::make_unique<mem::StagingArena>(gpu, device_);
     return *deviceArena_;
   }
   std::timed_mutex& driveMutex() { return driveMu_; }

@@ -27,6 +27,10 @@ class DeviceApi {
   virtual ~DeviceApi() = default;
   // "HIP", "CUDA", "emulated": for log lines and errors.
   virtual const char* name() const = 0;
+  // The device this thread's calls use (hipGetDevice / cudaGetDevice), and making it
+  // `ordinal` (hipSetDevice / cudaSetDevice). Every thread starts on device 0.
+  virtual Result<int> currentDevice() = 0;
+  virtual Status setDevice(int ordinal) = 0;
   // Whether `p` is device memory the host cannot read or write directly. Host, pinned
   // (registered) and managed memory are not; neither is an address the runtime does not
   // know, which is then taken to be host memory, as NCCL does.

@@ -20,6 +20,8 @@ class GpuRuntime final : public DeviceApi {
     if (auto info = gpu::deviceInfo(0); info.ok()) fp8_ = gpu::defaultFp8Encoding(*info);
   }
   const char* name() const override { return gpu::backendName(); }
+  Result<int> currentDevice() override { return gpu::currentDevice(); }
+  Status setDevice(int ordinal) override { return gpu::setDevice(ordinal); }
   Result<bool> isDevicePointer(const void* p) override { return gpu::isDevicePointer(p); }
   Result<void*> allocate(size_t bytes) override { return gpu::allocate(bytes); }
   Status release(void* p) override { return gpu::release(p); }

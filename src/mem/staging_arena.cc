@@ -7,8 +7,11 @@ StagingArena::~StagingArena() {
   if (haveStream_) (void)gpu_.destroyStream(stream_);
 }
 
+Status StagingArena::enter() { return deviceCall(gpu_, gpu_.setDevice(device_)); }
+
 Result<std::byte*> StagingArena::reserve(size_t bytes) {
   if (bytes <= bytes_) return host_;
+  TEMPO_TRY(enter());
   // Grow to the next power of two (at least 2 MiB), so a sweep of sizes grows a few times.
   size_t want = size_t(2) << 20;
   while (want < bytes) want *= 2;
@@ -25,6 +28,7 @@ Result<std::byte*> StagingArena::reserve(size_t bytes) {
 }
 
 Result<void*> StagingArena::stream() {
+  TEMPO_TRY(enter());
   if (!haveStream_) {
     TEMPO_ASSIGN(stream_, deviceCall(gpu_, gpu_.createStream()));
     haveStream_ = true;

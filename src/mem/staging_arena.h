@@ -16,12 +16,18 @@ namespace tempo::mem {
 
 class StagingArena {
  public:
-  explicit StagingArena(DeviceApi& gpu) : gpu_(gpu) {}
+  // `device`: the ordinal of the communicator's device, which enter() makes current.
+  StagingArena(DeviceApi& gpu, int device) : gpu_(gpu), device_(device) {}
   ~StagingArena();  // nothing may be queued on the stream any more
   StagingArena(const StagingArena&) = delete;
   StagingArena& operator=(const StagingArena&) = delete;
 
   DeviceApi& gpu() const { return gpu_; }
+  int device() const { return device_; }
+  // Makes the arena's device the calling thread's, as every call that allocates or queues
+  // work for it must (the thread may serve communicators of several devices); reserve()
+  // and stream() do it themselves.
+  Status enter();
   // At least `bytes` of pinned host memory. Growing drops what an earlier reserve() gave.
   Result<std::byte*> reserve(size_t bytes);
   // The arena's stream, created on first use.
@@ -31,6 +37,7 @@ class StagingArena {
 
  private:
   DeviceApi& gpu_;
+  int device_;
   std::byte* host_ = nullptr;
   size_t bytes_ = 0;
   size_t grows_ = 0;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -270,6 +271,66 @@ TEST_P(DeviceBuffers, PipelinedCallsReduceOnTheDeviceThroughReusedPinnedSlots) {
   }
   world_.reset();
   EXPECT_EQ(dev_.livePinned(), pinnedBefore) << "the arenas went with their communicators";
+}
+
+// Each communicator works on its own device, from whichever thread runs its calls: the
+// ranks of ncclCommInitAll are on devices 0..n-1 (ncclCommCuDevice says so), and their
+// copies and kernels are queued with that device current (the emulated device refuses a
+// kernel on another device's stream, as a GPU does).
+TEST_P(DeviceBuffers, EachCommunicatorsWorkRunsOnItsDevice) {
+  const int n = GetParam();
+  const CommWorld& w = *world_;
+  constexpr size_t kCount = 4096;
+  std::set<int> devices;
+  std::vector<void*> buf(static_cast<size_t>(n)), streams(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    int device = -1;
+    ASSERT_EQ(ncclCommCuDevice(w[r], &device), ncclSuccess);
+    EXPECT_EQ(device, r);
+    devices.insert(r);
+    buf[size_t(r)] = dev_.alloc(kCount * sizeof(float));
+    std::vector<float> v(kCount, float(r + 1));
+    dev_.upload(buf[size_t(r)], v.data(), kCount * sizeof(float));
+    ASSERT_EQ(Status::Success, dev_.setDevice(r));  // as the application would
+    streams[size_t(r)] = dev_.newStream();
+  }
+  ASSERT_EQ(Status::Success, dev_.setDevice(0));
+  dev_.resetDevicesUsed();
+  const auto res = w.onThreads([&](int r) {
+    return ncclAllReduce(buf[size_t(r)], buf[size_t(r)], kCount, ncclFloat32, ncclSum, w[r],
+                         static_cast<hipStream_t>(streams[size_t(r)]));
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+    ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
+    std::vector<float> v(kCount);
+    dev_.download(v.data(), buf[size_t(r)], kCount * sizeof(float));
+    EXPECT_EQ(v.front(), float(n * (n + 1) / 2)) << "rank " << r;
+  }
+  EXPECT_EQ(dev_.devicesUsed(), devices);
+}
+
+// ncclCommInitRank takes the calling thread's current device, as RCCL does.
+TEST(DeviceOfACommunicator, IsTheCallersCurrentDevice) {
+  EmulatedDevice dev;
+  param::overrideForTest(param::Id::Transport, "loopback");
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ASSERT_EQ(Status::Success, dev.setDevice(3));
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_EQ(Status::Success, dev.setDevice(0));
+  int device = -1;
+  EXPECT_EQ(ncclCommCuDevice(comm, &device), ncclSuccess);
+  EXPECT_EQ(device, 3);
+  void* stream = dev.newStream();  // on device 0: copies may use it, as on a GPU
+  void *in = dev.alloc(64 * sizeof(int32_t)), *out = dev.alloc(64 * sizeof(int32_t));
+  dev.resetDevicesUsed();
+  EXPECT_EQ(ncclAllReduce(in, out, 64, ncclInt32, ncclSum, comm, static_cast<hipStream_t>(stream)), ncclSuccess);
+  EXPECT_EQ(Status::Success, dev.synchronize(stream));
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  EXPECT_EQ(dev.devicesUsed(), std::set<int>{3}) << "the communicator's work ran on another device";
+  param::overrideForTest(param::Id::Transport, nullptr);
 }
 
 TEST_P(DeviceBuffers, HostBuffersAreUsedInPlaceWithoutACopy) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -48,6 +49,16 @@ class EmulatedDevice : public mem::DeviceApi {
 
   // ---- the library's view ----
   const char* name() const override { return "emulated"; }
+  // Each thread's current device, as a runtime keeps it; the library's device work is
+  // recorded with the device current on the thread that queued it (devicesUsed()).
+  static constexpr int kDevices = 8;
+  Result<int> currentDevice() override { return current(); }
+  Status setDevice(int ordinal) override {
+    if (ordinal < 0 || ordinal >= kDevices)
+      return fail(Status::InvalidArgument, "emulated device: no device %d (it has %d)", ordinal, kDevices);
+    current() = ordinal;
+    return Status::Success;
+  }
   Result<bool> isDevicePointer(const void* p) override {
     std::lock_guard lock(mu_);
     ++queries_;
@@ -103,6 +114,7 @@ class EmulatedDevice : public mem::DeviceApi {
     void* d = alias(dst);
     const void* s = alias(src);
     std::lock_guard lock(mu_);
+    devicesUsed_.insert(current());
     ++copies_;
     copiedBytes_ += bytes;
     largestCopy_ = std::max(largestCopy_, bytes);
@@ -116,6 +128,11 @@ class EmulatedDevice : public mem::DeviceApi {
     void* d = alias(dst);
     const void *x = alias(a), *y = alias(b);
     std::lock_guard lock(mu_);
+    // As on a GPU, a kernel goes on a stream of the thread's current device.
+    if (stream && static_cast<Stream*>(stream)->device != current())
+      return fail(Status::InvalidUsage, "emulated device: a kernel on device %d's stream from a thread on device %d",
+                  static_cast<Stream*>(stream)->device, current());
+    devicesUsed_.insert(current());
     ++reductions_;
     streamOf(stream).post([=] { kernels::reduce(d, x, y, count, type, op, postDivisor); });
     return Status::Success;
@@ -171,6 +188,7 @@ class EmulatedDevice : public mem::DeviceApi {
   void* newStream() {
     std::lock_guard lock(mu_);
     streams_.push_back(std::make_unique<Stream>());
+    streams_.back()->device = current();
     return streams_.back().get();
   }
   // A "kernel": fn(alias) runs in stream order, with the host-accessible alias of `dev`.
@@ -190,6 +208,9 @@ class EmulatedDevice : public mem::DeviceApi {
   }
   size_t copies() const { std::lock_guard lock(mu_); return copies_; }
   size_t reductions() const { std::lock_guard lock(mu_); return reductions_; }
+  // The devices current on the threads that queued copies and reductions since the last reset.
+  std::set<int> devicesUsed() const { std::lock_guard lock(mu_); return devicesUsed_; }
+  void resetDevicesUsed() { std::lock_guard lock(mu_); devicesUsed_.clear(); }
   // The largest copy since the last resetLargestCopy().
   size_t largestCopy() const { std::lock_guard lock(mu_); return largestCopy_; }
   void resetLargestCopy() { std::lock_guard lock(mu_); largestCopy_ = 0; }
@@ -210,6 +231,7 @@ class EmulatedDevice : public mem::DeviceApi {
   class Stream {
    public:
     Stream() : worker_([this] { run(); }) {}
+    int device = 0;  // the device current where it was created
     ~Stream() {
       {
         std::lock_guard lock(mu_);
@@ -273,6 +295,10 @@ class EmulatedDevice : public mem::DeviceApi {
     }
     return const_cast<void*>(p);
   }
+  static int& current() {
+    thread_local int device = 0;
+    return device;
+  }
   Stream& streamOf(void* stream) { return stream ? *static_cast<Stream*>(stream) : *defaultStream_; }
   static void unmap(uintptr_t start, const Alloc& a) {
     munmap(reinterpret_cast<void*>(start), a.bytes);
@@ -286,6 +312,7 @@ class EmulatedDevice : public mem::DeviceApi {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::unique_ptr<Stream> defaultStream_;
   std::map<void*, std::shared_ptr<std::atomic<bool>>> events_;
+  std::set<int> devicesUsed_;
   size_t copies_ = 0, copiedBytes_ = 0, queries_ = 0, hostFuncs_ = 0, reductions_ = 0, largestCopy_ = 0;
   bool installed_;
   mem::DeviceApi* previous_ = nullptr;

@@ -16,7 +16,7 @@ using testing::EmulatedDevice;
 TEST(StagingArena, GrowsOnlyWhenABatchNeedsMoreAndReusesOtherwise) {
   EmulatedDevice dev(/*install=*/false);
   {
-    StagingArena arena(dev);
+    StagingArena arena(dev, 0);
     EXPECT_EQ(arena.capacity(), 0u);
     EXPECT_EQ(dev.livePinned(), 0u) << "nothing is allocated before the first batch";
 
