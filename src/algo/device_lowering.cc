@@ -37,8 +37,9 @@ class Lowerer {
     if (!touches) return;
 
     // Staging: scratch, then the send slots, then the receive slots.
-    const uint32_t k = std::max<uint32_t>(1, d_.slots);
     slotBytes = alignUp(slotBytes);
+    uint32_t k = std::max<uint32_t>(1, d_.slots);
+    while (k > 2 && d_.slotBudget && 2 * uint64_t(k) * slotBytes > d_.slotBudget) --k;
     sends_ = {alignUp(plan_.scratchBytes), slotBytes, 0, k, std::vector<uint32_t>(k, kNoDep)};
     recvs_ = {sends_.base + k * slotBytes, slotBytes, 0, k, std::vector<uint32_t>(k, kNoDep)};
     plan_.stagingBytes = slotBytes ? recvs_.base + k * slotBytes : plan_.scratchBytes;

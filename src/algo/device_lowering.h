@@ -36,6 +36,10 @@ struct DeviceLowering {
   bool inputOnDevice = false;
   bool outputOnDevice = false;
   uint32_t slots = 4;  // per direction; at least 1
+  // Fewer slots (never below 2, or `slots` if less) where the two directions' slots would
+  // exceed this many bytes: a plan that moves whole blocks (all-to-all, gather) has slots
+  // as large as a block. 0: no limit.
+  uint64_t slotBudget = 0;
 };
 
 // Rewrites `plan` as above and sets plan.stagingBytes (0 and nothing changed when neither

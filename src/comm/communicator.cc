@@ -352,6 +352,8 @@ namespace {
 // chunk's copy and the next chunks' transfers in flight together (the double buffering
 // of device_lowering.h, with room for a ring's sends and forwards).
 constexpr uint32_t kDeviceSlots = 4;
+// ...within this much pinned memory where the plan's messages are large (whole blocks).
+constexpr uint64_t kDeviceSlotBudget = uint64_t(64) << 20;
 }  // namespace
 
 Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
@@ -426,7 +428,7 @@ Result<engine::Op*> Communicator::prepare(const CollArgs& a) {
     plan(a, inPlace, op->plan);
     op->carriedOut = prependFingerprint(*op);
     if (a.sendOnDevice || a.recvOnDevice) {
-      algo::lowerForDevice(op->plan, {a.sendOnDevice, a.recvOnDevice, kDeviceSlots});
+      algo::lowerForDevice(op->plan, {a.sendOnDevice, a.recvOnDevice, kDeviceSlots, kDeviceSlotBudget});
       engine_->setDeviceArena(&deviceArena(*mem::deviceApi()));
     }
     op->planKey = key;

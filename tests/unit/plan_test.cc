@@ -1299,6 +1299,8 @@ TEST(Fingerprint, EveryCollectiveStillDeliversWithTheExchangeInFront) {
 
 // ---- plans lowered for device buffers (device_lowering.h) ----
 
+uint64_t alignUp256(uint64_t v) { return (v + 255) / 256 * 256; }
+
 bool onDevice(const Loc& l, const DeviceLowering& d) {
   return (l.buf == BufId::Input && d.inputOnDevice) || (l.buf == BufId::Output && d.outputOnDevice);
 }
@@ -1412,6 +1414,25 @@ TEST(DeviceLowering, AForwardedChunkIsSentFromItsReceiveSlot) {
     }
     EXPECT_EQ(outOfDevice, columns) << "n=" << n;
     EXPECT_EQ(fromSlots, columns * uint64_t(n - 1)) << "n=" << n;
+  }
+}
+
+// Slots are as large as the plan's largest message; a budget takes slots away (down to
+// two per direction) rather than let whole-block messages multiply the pinned memory.
+TEST(DeviceLowering, ASlotBudgetLeavesTwoSlotsPerDirectionAtLeast) {
+  CollPlanArgs a;
+  a.count = 1 << 20;  // 4 MiB blocks
+  a.typeSize = 4;
+  a.rank = 0;
+  a.nranks = 3;
+  a.chunkBytes = uint64_t(4) << 20;
+  a.scratchBytes = 1 << 16;
+  for (uint64_t budget : {uint64_t(0), uint64_t(24) << 20, uint64_t(1) << 20}) {
+    Plan plan;
+    planRingAllGather(a, plan);
+    lowerForDevice(plan, {true, true, 4, budget});
+    const uint64_t slots = budget == 0 ? 4 : budget == (uint64_t(24) << 20) ? 3 : 2;
+    EXPECT_EQ(plan.stagingBytes, alignUp256(plan.scratchBytes) + 2 * slots * (uint64_t(4) << 20)) << budget;
   }
 }
 
