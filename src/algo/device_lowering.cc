@@ -4,6 +4,8 @@
 #include <array>
 #include <vector>
 
+#include "src/algo/steps.h"
+
 namespace tempo::algo {
 namespace {
 
@@ -13,6 +15,9 @@ uint64_t alignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 // One direction's slots, used round robin; lastUse[k] is the step after which slot k is
 // free again (kNoDep: never used).
 struct SlotRing {
+  SlotRing() = default;
+  SlotRing(uint64_t base, uint64_t bytes, uint32_t count)
+      : base(base), bytes(bytes), count(count), lastUse(count, kNoDep), owner(count, kNoDep) {}
   uint64_t base = 0, bytes = 0;
   uint32_t next = 0, count = 1;
   std::vector<uint32_t> lastUse;
@@ -40,8 +45,8 @@ class Lowerer {
     slotBytes = alignUp(slotBytes);
     uint32_t k = std::max<uint32_t>(1, d_.slots);
     while (k > 2 && d_.slotBudget && 2 * uint64_t(k) * slotBytes > d_.slotBudget) --k;
-    sends_ = {alignUp(plan_.scratchBytes), slotBytes, 0, k, std::vector<uint32_t>(k, kNoDep)};
-    recvs_ = {sends_.base + k * slotBytes, slotBytes, 0, k, std::vector<uint32_t>(k, kNoDep)};
+    sends_ = SlotRing(alignUp(plan_.scratchBytes), slotBytes, k);
+    recvs_ = SlotRing(sends_.base + k * slotBytes, slotBytes, k);
     plan_.stagingBytes = slotBytes ? recvs_.base + k * slotBytes : plan_.scratchBytes;
 
     std::vector<Step>& out = plan_.spare;
@@ -51,7 +56,6 @@ class Lowerer {
     doneAt.assign(in.size(), kNoDep);
     uint32_t carried = kNoDep;
     landed_.assign(in.size(), Landed{});
-    recvs_.owner.assign(k, kNoDep);
     for (uint32_t i = 0; i < in.size(); ++i) {
       Step s = in[i];
       for (uint32_t& dep : s.deps) dep = dep == kNoDep ? kNoDep : doneAt[dep];
@@ -144,18 +148,14 @@ class Lowerer {
   // A step that is done once steps a and b are: a Copy of nothing (in staging, which a plan
   // with joins always has).
   static Step join(uint32_t a, uint32_t b) {
-    Step j;
-    j.src = j.dst = {BufId::Staging, 0};
+    Step j = copy(0, {BufId::Staging, 0}, {BufId::Staging, 0});
     j.deps[0] = a;
     j.deps[1] = b;
     return j;
   }
   static Step deviceCopy(uint64_t bytes, Loc src, Loc dst) {
-    Step c;
+    Step c = copy(bytes, src, dst);
     c.kind = StepKind::DeviceCopy;
-    c.bytes = bytes;
-    c.src = src;
-    c.dst = dst;
     return c;
   }
   uint32_t add(const Step& s) {

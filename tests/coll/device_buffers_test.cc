@@ -172,49 +172,62 @@ TEST_P(DeviceBuffers, MemAllocGivesDeviceMemory) {
   EXPECT_EQ(ncclMemFree(buf[0]), ncclInvalidArgument) << "a second free is refused";
 }
 
+// Every rank's device input (element i is (i % 1000) x (rank + 1)) and output of kCount
+// floats, and a stream each: queue(k) makes k all-reduces on every rank without
+// synchronising, then waits for the streams; check() reads every rank's result.
+struct QueuedAllReduces {
+  static constexpr size_t kCount = 256 * 1024;  // 1 MiB per buffer
+  QueuedAllReduces(EmulatedDevice& dev, const CommWorld& w) : dev(dev), w(w), n(size_t(w.size())) {
+    for (size_t r = 0; r < n; ++r) {
+      in.push_back(dev.alloc(kCount * sizeof(float)));
+      out.push_back(dev.alloc(kCount * sizeof(float)));
+      streams.push_back(dev.newStream());
+      std::vector<float> v(kCount);
+      for (size_t i = 0; i < kCount; ++i) v[i] = float(i % 1000) * float(r + 1);
+      dev.upload(in[r], v.data(), kCount * sizeof(float));
+    }
+  }
+  void queue(int calls) {
+    const auto res = w.onThreads([&](int r) {
+      ncclResult_t e = ncclSuccess;
+      for (int k = 0; k < calls && e == ncclSuccess; ++k)
+        e = ncclAllReduce(in[size_t(r)], out[size_t(r)], kCount, ncclFloat32, ncclSum, w[r],
+                          static_cast<hipStream_t>(streams[size_t(r)]));
+      return e;
+    });
+    for (size_t r = 0; r < n; ++r) {
+      ASSERT_EQ(res[r], ncclSuccess) << ncclGetLastError(w[int(r)]);
+      ASSERT_EQ(Status::Success, dev.synchronize(streams[r]));
+    }
+  }
+  void check() {
+    const float ranksSum = float(n * (n + 1) / 2);
+    for (size_t r = 0; r < n; ++r) {
+      std::vector<float> v(kCount);
+      dev.download(v.data(), out[r], kCount * sizeof(float));
+      for (size_t i = 0; i < kCount; i += 997) ASSERT_EQ(v[i], float(i % 1000) * ranksSum) << "rank " << r;
+    }
+  }
+  EmulatedDevice& dev;
+  const CommWorld& w;
+  size_t n;
+  std::vector<void*> in, out, streams;
+};
+
 // The host copies live in one pinned arena per communicator, allocated once it is large
 // enough and reused: queueing many calls on a stream does not make the library hold a copy
 // per call, and the arena goes with the communicator.
 TEST_P(DeviceBuffers, StagingMemoryIsPinnedReusedAndHeldOncePerCommunicator) {
   param::overrideForTest(param::Id::GpuPipeline, "0");  // whole host copies
-  const int n = GetParam();
-  constexpr size_t kCount = 256 * 1024;  // 1 MiB per buffer
-  constexpr int kQueued = 16;
-  const size_t pinnedBefore = dev_.livePinned();
-  std::vector<void*> in(static_cast<size_t>(n)), out(static_cast<size_t>(n)), streams(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    in[size_t(r)] = dev_.alloc(kCount * sizeof(int32_t));
-    out[size_t(r)] = dev_.alloc(kCount * sizeof(int32_t));
-    streams[size_t(r)] = dev_.newStream();
-    std::vector<int32_t> v(kCount);
-    for (size_t i = 0; i < kCount; ++i) v[i] = int32_t(i % 1000) * (r + 1);
-    dev_.upload(in[size_t(r)], v.data(), kCount * sizeof(int32_t));
-  }
-  auto queue = [&](int calls) {
-    const auto res = world_->onThreads([&](int r) {
-      ncclResult_t e = ncclSuccess;
-      for (int k = 0; k < calls && e == ncclSuccess; ++k)
-        e = ncclAllReduce(in[size_t(r)], out[size_t(r)], kCount, ncclInt32, ncclSum, (*world_)[r],
-                          static_cast<hipStream_t>(streams[size_t(r)]));
-      return e;
-    });
-    for (int r = 0; r < n; ++r) {
-      ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError((*world_)[r]);
-      ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
-    }
-  };
-  queue(1);
+  const size_t n = size_t(GetParam()), pinnedBefore = dev_.livePinned();
+  QueuedAllReduces calls(dev_, *world_);
+  calls.queue(1);
   const size_t allocationsWarm = dev_.pinnedAllocations();
-  EXPECT_EQ(dev_.livePinned(), pinnedBefore + size_t(n)) << "one arena per communicator";
-  queue(kQueued);
+  EXPECT_EQ(dev_.livePinned(), pinnedBefore + n) << "one arena per communicator";
+  calls.queue(16);
   EXPECT_EQ(dev_.pinnedAllocations(), allocationsWarm) << "a warm arena is reused, whatever the queue depth";
-  EXPECT_EQ(dev_.livePinned(), pinnedBefore + size_t(n));
-  const int32_t ranksSum = n * (n + 1) / 2;
-  for (int r = 0; r < n; ++r) {
-    std::vector<int32_t> v(kCount);
-    dev_.download(v.data(), out[size_t(r)], kCount * sizeof(int32_t));
-    for (size_t i = 0; i < kCount; i += 997) ASSERT_EQ(v[i], int32_t(i % 1000) * ranksSum) << "rank " << r;
-  }
+  EXPECT_EQ(dev_.livePinned(), pinnedBefore + n);
+  calls.check();
   world_.reset();
   EXPECT_EQ(dev_.livePinned(), pinnedBefore) << "the arenas went with their communicators";
 }
@@ -225,50 +238,21 @@ TEST_P(DeviceBuffers, StagingMemoryIsPinnedReusedAndHeldOncePerCommunicator) {
 TEST_P(DeviceBuffers, PipelinedCallsReduceOnTheDeviceThroughReusedPinnedSlots) {
   constexpr size_t kChunk = 64 * 1024;
   param::overrideForTest(param::Id::ChunkSize, std::to_string(kChunk).c_str());
-  const int n = GetParam();
-  constexpr size_t kCount = 256 * 1024;  // 1 MiB per buffer: many chunks per call
-  constexpr int kQueued = 16;
-  const size_t pinnedBefore = dev_.livePinned();
-  std::vector<void*> in(static_cast<size_t>(n)), out(static_cast<size_t>(n)), streams(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    in[size_t(r)] = dev_.alloc(kCount * sizeof(float));
-    out[size_t(r)] = dev_.alloc(kCount * sizeof(float));
-    streams[size_t(r)] = dev_.newStream();
-    std::vector<float> v(kCount);
-    for (size_t i = 0; i < kCount; ++i) v[i] = float(i % 1000) * float(r + 1);
-    dev_.upload(in[size_t(r)], v.data(), kCount * sizeof(float));
-  }
-  auto queue = [&](int calls) {
-    const auto res = world_->onThreads([&](int r) {
-      ncclResult_t e = ncclSuccess;
-      for (int k = 0; k < calls && e == ncclSuccess; ++k)
-        e = ncclAllReduce(in[size_t(r)], out[size_t(r)], kCount, ncclFloat32, ncclSum, (*world_)[r],
-                          static_cast<hipStream_t>(streams[size_t(r)]));
-      return e;
-    });
-    for (int r = 0; r < n; ++r) {
-      ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError((*world_)[r]);
-      ASSERT_EQ(Status::Success, dev_.synchronize(streams[size_t(r)]));
-    }
-  };
+  const size_t n = size_t(GetParam()), pinnedBefore = dev_.livePinned();
+  QueuedAllReduces calls(dev_, *world_);
   const size_t reductionsBefore = dev_.reductions();
   dev_.resetLargestCopy();
-  queue(1);
+  calls.queue(1);
   const size_t allocationsWarm = dev_.pinnedAllocations();
   // One rank has nothing to stage: its call is one device-to-device copy.
-  EXPECT_EQ(dev_.livePinned(), pinnedBefore + (n > 1 ? size_t(n) : 0)) << "one arena per communicator";
-  queue(kQueued);
+  EXPECT_EQ(dev_.livePinned(), pinnedBefore + (n > 1 ? n : 0)) << "one arena per communicator";
+  calls.queue(16);
   EXPECT_EQ(dev_.pinnedAllocations(), allocationsWarm) << "a warm arena is reused, whatever the queue depth";
   if (n > 1) {
     EXPECT_GT(dev_.reductions(), reductionsBefore) << "the reductions ran on the device";
     EXPECT_LE(dev_.largestCopy(), kChunk) << "a copy moved more than a chunk";
   }
-  const float ranksSum = float(n * (n + 1) / 2);
-  for (int r = 0; r < n; ++r) {
-    std::vector<float> v(kCount);
-    dev_.download(v.data(), out[size_t(r)], kCount * sizeof(float));
-    for (size_t i = 0; i < kCount; i += 997) ASSERT_EQ(v[i], float(i % 1000) * ranksSum) << "rank " << r;
-  }
+  calls.check();
   world_.reset();
   EXPECT_EQ(dev_.livePinned(), pinnedBefore) << "the arenas went with their communicators";
 }
