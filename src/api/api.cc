@@ -375,8 +375,16 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
   return guarded([&]() -> Status {
     if (!comms) return fail(Status::InvalidArgument, "ncclCommInitAll: comms is NULL");
     if (ndev < 1) return fail(Status::InvalidArgument, "ncclCommInitAll: ndev is %d; it must be at least 1", ndev);
+    // Rank i on devlist[i], or without a list on device i; Tempo lets ranks share a GPU, so
+    // ranks beyond the devices the runtime has share them round robin (NCCL would fail).
+    int devices = INT_MAX;
+    if (tempo::mem::DeviceApi* gpu = tempo::mem::deviceApi()) {
+      TEMPO_ASSIGN(devices, tempo::mem::deviceCall(*gpu, gpu->deviceCount()));
+    }
     for (int i = 0; devlist && i < ndev; ++i)
-      if (devlist[i] < 0) return fail(Status::InvalidArgument, "ncclCommInitAll: devlist[%d] is %d", i, devlist[i]);
+      if (devlist[i] < 0 || devlist[i] >= devices)
+        return fail(Status::InvalidArgument, "ncclCommInitAll: devlist[%d] is %d, not a device (there are %d)", i,
+                    devlist[i], devices);
     uint8_t raw[tempo::bootstrap::kUniqueIdBytes];
     TEMPO_TRY(tempo::bootstrap::createUniqueId(raw));
     TEMPO_ASSIGN(tempo::bootstrap::UniqueId id, tempo::bootstrap::decodeUniqueId(raw));
@@ -388,7 +396,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
     std::vector<std::thread> threads;
     for (int i = 0; i < ndev; ++i) {
       threads.emplace_back([&, i] {
-        auto r = comm::Communicator::create(id, ndev, i, cfg, devlist ? devlist[i] : i);
+        auto r = comm::Communicator::create(id, ndev, i, cfg, devlist ? devlist[i] : i % devices);
         status[size_t(i)] = r.status();
         if (r.ok()) made[size_t(i)] = std::move(r).value();
         else why[size_t(i)] = tempo::lastErrorMessage();

@@ -30,6 +30,7 @@ class DeviceApi {
   // The device this thread's calls use (hipGetDevice / cudaGetDevice), and making it
   // `ordinal` (hipSetDevice / cudaSetDevice). Every thread starts on device 0.
   virtual Result<int> currentDevice() = 0;
+  virtual Result<int> deviceCount() = 0;
   virtual Status setDevice(int ordinal) = 0;
   // Whether `p` is device memory the host cannot read or write directly. Host, pinned
   // (registered) and managed memory are not; neither is an address the runtime does not

@@ -21,6 +21,7 @@ class GpuRuntime final : public DeviceApi {
   }
   const char* name() const override { return gpu::backendName(); }
   Result<int> currentDevice() override { return gpu::currentDevice(); }
+  Result<int> deviceCount() override { return gpu::deviceCount(); }
   Status setDevice(int ordinal) override { return gpu::setDevice(ordinal); }
   Result<bool> isDevicePointer(const void* p) override { return gpu::isDevicePointer(p); }
   Result<void*> allocate(size_t bytes) override { return gpu::allocate(bytes); }

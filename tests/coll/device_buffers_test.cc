@@ -317,6 +317,27 @@ TEST(DeviceOfACommunicator, IsTheCallersCurrentDevice) {
   param::overrideForTest(param::Id::Transport, nullptr);
 }
 
+// ncclCommInitAll puts rank i on device i; with more ranks than devices (Tempo lets ranks
+// share a GPU) they share the devices round robin, and a devlist naming no device is refused.
+TEST(DeviceOfACommunicator, InitAllSharesTheDevicesRoundRobinAndChecksTheList) {
+  EmulatedDevice dev;
+  param::overrideForTest(param::Id::Transport, "loopback");
+  constexpr int kRanks = EmulatedDevice::kDevices + 2;
+  std::vector<ncclComm_t> comms(kRanks);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), kRanks, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < kRanks; ++r) {
+    int device = -1;
+    EXPECT_EQ(ncclCommCuDevice(comms[size_t(r)], &device), ncclSuccess);
+    EXPECT_EQ(device, r % EmulatedDevice::kDevices) << "rank " << r;
+    EXPECT_EQ(ncclCommDestroy(comms[size_t(r)]), ncclSuccess);
+  }
+  const int devlist[] = {0, EmulatedDevice::kDevices};
+  EXPECT_EQ(ncclCommInitAll(comms.data(), 2, devlist), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("devlist[1] is 8, not a device"), std::string::npos)
+      << ncclGetLastError(nullptr);
+  param::overrideForTest(param::Id::Transport, nullptr);
+}
+
 TEST_P(DeviceBuffers, HostBuffersAreUsedInPlaceWithoutACopy) {
   const int n = GetParam();
   const CommWorld& w = *world_;

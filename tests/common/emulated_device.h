@@ -53,6 +53,7 @@ class EmulatedDevice : public mem::DeviceApi {
   // recorded with the device current on the thread that queued it (devicesUsed()).
   static constexpr int kDevices = 8;
   Result<int> currentDevice() override { return current(); }
+  Result<int> deviceCount() override { return kDevices; }
   Status setDevice(int ordinal) override {
     if (ordinal < 0 || ordinal >= kDevices)
       return fail(Status::InvalidArgument, "emulated device: no device %d (it has %d)", ordinal, kDevices);
