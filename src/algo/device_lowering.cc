@@ -43,11 +43,21 @@ class Lowerer {
 
     // Staging: scratch, then the send slots, then the receive slots.
     slotBytes = alignUp(slotBytes);
+    uint32_t channels = 1;
+    for (const Step& s : in) channels = std::max<uint32_t>(channels, uint32_t(s.channel) + 1);
     uint32_t k = std::max<uint32_t>(1, d_.slots);
-    while (k > 2 && d_.slotBudget && 2 * uint64_t(k) * slotBytes > d_.slotBudget) --k;
-    sends_ = SlotRing(alignUp(plan_.scratchBytes), slotBytes, k);
-    recvs_ = SlotRing(sends_.base + k * slotBytes, slotBytes, k);
-    plan_.stagingBytes = slotBytes ? recvs_.base + k * slotBytes : plan_.scratchBytes;
+    while (k > 2 && d_.slotBudget && 2 * uint64_t(channels) * k * slotBytes > d_.slotBudget) --k;
+    // Every channel has slots of its own: the channels' rings run in opposite directions,
+    // and sharing slots would make each wait on the other (the simulator found such
+    // deadlocks with two channels).
+    sends_.clear();
+    recvs_.clear();
+    uint64_t at = alignUp(plan_.scratchBytes);
+    for (uint32_t c = 0; c < channels; ++c, at += 2 * uint64_t(k) * slotBytes) {
+      sends_.emplace_back(at, slotBytes, k);
+      recvs_.emplace_back(at + k * slotBytes, slotBytes, k);
+    }
+    plan_.stagingBytes = slotBytes ? at : plan_.scratchBytes;
 
     std::vector<Step>& out = plan_.spare;
     out.clear();
@@ -69,35 +79,38 @@ class Lowerer {
         // the ring of such waits would close on itself (a forward is the message after the
         // one it carries), so forwards need two slots at least.
         const Landed& l = landed_[from];
-        s.src = recvs_.at(l.slot);
+        SlotRing& ring = recvs_[l.channel];
+        s.src = ring.at(l.slot);
         for (uint32_t& dep : s.deps)
           if (dep == l.copy) dep = l.recv;
         doneAt[i] = add(s);
-        recvs_.lastUse[l.slot] = add(join(recvs_.lastUse[l.slot], doneAt[i]));
+        ring.lastUse[l.slot] = add(join(ring.lastUse[l.slot], doneAt[i]));
       } else if (isSend(s) && onDevice(s.src)) {
         // Copy the chunk out of the device into a free send slot, then send the slot.
-        const uint32_t slot = sends_.take();
-        const Loc at = sends_.at(slot);
+        SlotRing& ring = sends_[s.channel];
+        const uint32_t slot = ring.take();
+        const Loc at = ring.at(slot);
         Step copy = deviceCopy(s.bytes, s.src, at);
-        setDeps(copy, s.deps[0], s.deps[1], sends_.lastUse[slot]);
+        setDeps(copy, s.deps[0], s.deps[1], ring.lastUse[slot]);
         const uint32_t copied = add(copy);
         s.src = at;
         s.deps[0] = copied;
         s.deps[1] = kNoDep;
-        doneAt[i] = sends_.lastUse[slot] = add(s);
+        doneAt[i] = ring.lastUse[slot] = add(s);
       } else if (isRecv(s) && onDevice(s.dst)) {
         // Receive into a free receive slot, then copy the chunk into place on the device.
-        const uint32_t slot = recvs_.take();
-        const Loc at = recvs_.at(slot), to = s.dst;
+        SlotRing& ring = recvs_[s.channel];
+        const uint32_t slot = ring.take();
+        const Loc at = ring.at(slot), to = s.dst;
         s.dst = at;
-        setDeps(s, s.deps[0], s.deps[1], recvs_.lastUse[slot]);
+        setDeps(s, s.deps[0], s.deps[1], ring.lastUse[slot]);
         const uint32_t received = add(s);
         if (s.kind == StepKind::RecvCarried) carried = received;
         Step copy = deviceCopy(s.bytes, at, to);
         copy.deps[0] = received;
-        doneAt[i] = recvs_.lastUse[slot] = add(copy);
-        landed_[i] = {received, doneAt[i], slot, to, s.bytes};
-        recvs_.owner[slot] = i;
+        doneAt[i] = ring.lastUse[slot] = add(copy);
+        landed_[i] = {received, doneAt[i], slot, s.channel, to, s.bytes};
+        ring.owner[slot] = i;
       } else {
         const bool device = namesDevice(s);
         if (device && s.kind == StepKind::Reduce) s.kind = StepKind::DeviceReduce;
@@ -140,7 +153,8 @@ class Lowerer {
     for (uint32_t d : s.deps) {
       if (d == kNoDep || landed_[d].recv == kNoDep) continue;
       const Landed& l = landed_[d];
-      if (l.to.buf == s.src.buf && l.to.offset == s.src.offset && l.bytes == s.bytes && recvs_.owner[l.slot] == d)
+      if (l.to.buf == s.src.buf && l.to.offset == s.src.offset && l.bytes == s.bytes &&
+          recvs_[l.channel].owner[l.slot] == d)
         return d;
     }
     return kNoDep;
@@ -178,11 +192,11 @@ class Lowerer {
 
   Plan& plan_;
   const DeviceLowering& d_;
-  SlotRing sends_, recvs_;
+  std::vector<SlotRing> sends_, recvs_;  // by channel
   // Per lowered receive of the original plan: its new Recv and copy steps, its slot, and
   // where its chunk goes on the device.
   struct Landed {
-    uint32_t recv = kNoDep, copy = kNoDep, slot = 0;
+    uint32_t recv = kNoDep, copy = kNoDep, slot = 0, channel = 0;
     Loc to;
     uint64_t bytes = 0;
   };

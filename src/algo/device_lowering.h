@@ -15,10 +15,10 @@
 //    the device runs reading pinned host memory (scratch, slots) directly;
 //  - scratch moves into the staging memory too (it is pinned there, so the device's
 //    kernels can read what was received into it).
-// Staging layout: [scratch | `slots` send slots | `slots` receive slots], every slot as
-// large as the largest lowered message. A slot is reused only after its previous message
-// is finished with (the send done, or the copy out of it done): each direction cycles
-// through its own slots, so while one chunk is copied in or out, the next ones are in
+// Staging layout: [scratch | per channel: `slots` send slots, `slots` receive slots], every
+// slot as large as the largest lowered message. A slot is reused only after its previous
+// message is finished with (the send done, or the copy out of it done): each direction of
+// each channel cycles through its own slots, so while one chunk is copied in or out, the next ones are in
 // flight (the pipeline), and a slot's reuse waits only for earlier messages of its own
 // direction, which never wait for later ones: no new cycle among the ranks' steps.
 //
@@ -36,8 +36,8 @@ struct DeviceLowering {
   bool inputOnDevice = false;
   bool outputOnDevice = false;
   uint32_t slots = 4;  // per direction; at least 1
-  // Fewer slots (never below 2, or `slots` if less) where the two directions' slots would
-  // exceed this many bytes: a plan that moves whole blocks (all-to-all, gather) has slots
+  // Fewer slots (never below 2, or `slots` if less) where all the slots (two directions
+  // per channel) would exceed this many bytes: a plan that moves whole blocks (all-to-all, gather) has slots
   // as large as a block. 0: no limit.
   uint64_t slotBudget = 0;
 };

@@ -856,7 +856,8 @@ TEST(ChannelPlans, OddChannelsRunTheRingReversed) {
 // Every rank's all-reduce, all-gather and reduce-scatter deliver every element exactly
 // once when split over 2-4 channels (parts smaller than a 64-byte boundary and empty parts
 // included), on shuffled rings, in place and not, with the fingerprint exchange in front.
-TEST(ChannelPlans, RingCollectivesOverSeveralChannelsDeliverEveryElementOnce) {
+// `lowered`: the plans lowered for device buffers as well (DeviceLowering's tests).
+void ringCollectivesOverChannels(const DeviceLowering* lowered) {
   for (int channels : {2, 3, 4})
     for (int n : {2, 3, 5, 8})
       for (uint64_t count : {uint64_t(1), uint64_t(17), uint64_t(100), uint64_t(1000)})
@@ -867,7 +868,7 @@ TEST(ChannelPlans, RingCollectivesOverSeveralChannelsDeliverEveryElementOnce) {
           std::mt19937_64 rng(seed);
           std::shuffle(ring.begin(), ring.end(), rng);
           for (Coll c : {Coll::AllGather, Coll::ReduceScatter})
-            simulateColl(c, n, count, 4, inPlace, 0, 64, 1024, seed, seed % 2, ring, channels);
+            simulateColl(c, n, count, 4, inPlace, 0, 64, 1024, seed, seed % 2, ring, channels, lowered);
           SCOPED_TRACE(testing::Message() << "all-reduce channels=" << channels << " n=" << n << " count=" << count
                                           << " inPlace=" << inPlace);
           std::vector<RankSetup> setups(static_cast<size_t>(n));
@@ -890,10 +891,13 @@ TEST(ChannelPlans, RingCollectivesOverSeveralChannelsDeliverEveryElementOnce) {
           }
           Simulator sim(n, 4, inPlace, std::move(setups));
           if (seed % 2) sim.prependFingerprints();
+          if (lowered) sim.lowerForDevice(*lowered);
           ASSERT_TRUE(sim.run(seed));
           sim.checkResult();
         }
 }
+
+TEST(ChannelPlans, RingCollectivesOverSeveralChannelsDeliverEveryElementOnce) { ringCollectivesOverChannels(nullptr); }
 
 TEST(ChannelPlans, EachChannelSendsAlongItsOwnRingWithItsOwnMessageIds) {
   // Rank 2 at position 1 of 0 2 1 3: channel 0 sends to rank 1, channel 1 (the reversed
@@ -922,7 +926,7 @@ TEST(ChannelPlans, EachChannelSendsAlongItsOwnRingWithItsOwnMessageIds) {
 // every contribution exactly once, leaders through recursive doubling, the double binary
 // tree or the ring, with and without the fingerprint exchange in front.
 void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, LeaderAlgo leaders, uint64_t seed,
-                  bool fingerprint, const std::vector<int>& ring = {}) {
+                  bool fingerprint, const std::vector<int>& ring = {}, const DeviceLowering* lowered = nullptr) {
   const int n = int(hostOf.size());
   SCOPED_TRACE(testing::Message() << "n=" << n << " count=" << count << " inPlace=" << inPlace
                                   << " leaders=" << int(leaders) << " seed=" << seed << " fp=" << fingerprint);
@@ -948,6 +952,7 @@ void simulateHier(const std::vector<int>& hostOf, uint64_t count, bool inPlace, 
   }
   Simulator sim(n, 4, inPlace, std::move(setups));
   if (fingerprint) sim.prependFingerprints();
+  if (lowered) sim.lowerForDevice(*lowered);
   ASSERT_TRUE(sim.run(seed));
   sim.checkResult();
 }
@@ -1061,7 +1066,7 @@ TEST(DoubleBinaryTree, TwoComplementaryShallowTrees) {
 // place or not, with the fingerprint exchange in front; an average divides once, at each
 // tree's root.
 void simulateTree(int n, uint64_t count, bool inPlace, uint64_t chunk, uint64_t scratch, uint64_t seed,
-                  bool fingerprint, const std::vector<int>& ring = {}) {
+                  bool fingerprint, const std::vector<int>& ring = {}, const DeviceLowering* lowered = nullptr) {
   SCOPED_TRACE(testing::Message() << "n=" << n << " count=" << count << " inPlace=" << inPlace << " chunk=" << chunk
                                   << " scratch=" << scratch << " seed=" << seed << " ring=" << ring.size());
   std::vector<RankSetup> setups(static_cast<size_t>(n));
@@ -1083,6 +1088,7 @@ void simulateTree(int n, uint64_t count, bool inPlace, uint64_t chunk, uint64_t 
   }
   Simulator sim(n, 4, inPlace, std::move(setups));
   if (fingerprint) sim.prependFingerprints();
+  if (lowered) sim.lowerForDevice(*lowered);
   ASSERT_TRUE(sim.run(seed));
   sim.checkResult();
 }
@@ -1433,6 +1439,23 @@ TEST(DeviceLowering, ASlotBudgetLeavesTwoSlotsPerDirectionAtLeast) {
     lowerForDevice(plan, {true, true, 4, budget});
     const uint64_t slots = budget == 0 ? 4 : budget == (uint64_t(24) << 20) ? 3 : 2;
     EXPECT_EQ(plan.stagingBytes, alignUp256(plan.scratchBytes) + 2 * slots * (uint64_t(4) << 20)) << budget;
+  }
+}
+
+// The plans chosen across hosts and over several rails, lowered: the hierarchical
+// all-reduce (every leader algorithm, uneven hosts), the double binary tree, and the ring
+// collectives split over 2-4 channels (odd channels reversed, so a rank's sends go to both
+// neighbours through the same slots).
+TEST(DeviceLowering, TreeHierarchicalAndChannelPlansDeliverWithTheirBuffersOnTheDevice) {
+  for (uint32_t slots : {1u, 2u, 4u}) {
+    const DeviceLowering d{true, true, slots};
+    SCOPED_TRACE(testing::Message() << "slots=" << slots);
+    for (const std::vector<int>& hostOf : std::vector<std::vector<int>>{{0, 0, 1, 1}, {0, 0, 0, 1, 2, 2}, {2, 2, 0, 1, 1, 1, 0, 2}})
+      for (bool inPlace : {false, true})
+        for (LeaderAlgo leaders : kLeaderAlgos) simulateHier(hostOf, 100, inPlace, leaders, slots, slots == 2, {}, &d);
+    for (int n : {2, 3, 5, 8, 13})
+      for (bool inPlace : {false, true}) simulateTree(n, 333, inPlace, 16, 64, uint64_t(n) + slots, slots == 2, {}, &d);
+    ringCollectivesOverChannels(&d);
   }
 }
 
