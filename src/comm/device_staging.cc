@@ -62,9 +62,14 @@ Status DeviceStaging::plan(const Communicator& c, const CollArgs& a) {
   const size_t first = regions_.size();
   Call call{first, first, false, false};
   for (const Use& u : uses) {
-    if (u.ptr == nullptr || u.bytes == 0) continue;
+    // The send and receive buffers are tested even where not significant here: a lowered
+    // plan must know each buffer it may name (in place, the send buffer is the receive one).
+    const bool buffer = &u == &uses[0] || &u == &uses[1];
+    if (u.ptr == nullptr || (u.bytes == 0 && !buffer)) continue;
     TEMPO_ASSIGN(const bool device, mem::deviceCall(gpu_, gpu_.isDevicePointer(u.ptr)));
-    if (!device) continue;  // host memory: used as it is
+    if (&u == &uses[0]) call.send = device;
+    if (&u == &uses[1]) call.recv = device;
+    if (!device || u.bytes == 0) continue;  // host memory: used as it is
     auto* p = static_cast<std::byte*>(const_cast<void*>(u.ptr));
     // Overlapping ranges of this call (in place) become one region.
     auto overlaps = [&](const Region& r) { return p < r.device + r.bytes && r.device < p + u.bytes; };
@@ -80,14 +85,6 @@ Status DeviceStaging::plan(const Communicator& c, const CollArgs& a) {
     it->written = it->written || u.writes;
   }
   call.last = regions_.size();
-  // A lowered plan must know each buffer it may name, significant here or not (in place,
-  // the send buffer is the receive buffer).
-  if (a.send) {
-    TEMPO_ASSIGN(call.send, mem::deviceCall(gpu_, gpu_.isDevicePointer(a.send)));
-  }
-  if (a.recv) {
-    TEMPO_ASSIGN(call.recv, mem::deviceCall(gpu_, gpu_.isDevicePointer(a.recv)));
-  }
   calls_.push_back(call);
   lowerable_ = lowerable_ && a.p2p == P2p::None && !a.scalar && !a.bias;
   if (regions_.size() > first && std::find(streams_.begin(), streams_.end(), a.stream) == streams_.end())
