@@ -32,32 +32,43 @@ class Lowerer {
 
   void run() {
     const std::vector<Step>& in = plan_.steps;
-    uint64_t slotBytes = 0;
+    // Each lane (a channel, or a peer: DeviceLowering::perPeer) has a send and a receive
+    // direction, each sized by its largest lowered message.
+    std::vector<uint64_t> sendBytes, recvBytes;  // by lane
     bool touches = false;
     for (const Step& s : in) {
-      if (isSend(s) && onDevice(s.src)) slotBytes = std::max(slotBytes, s.bytes);
-      if (isRecv(s) && onDevice(s.dst)) slotBytes = std::max(slotBytes, s.bytes);
       touches = touches || namesDevice(s);
+      const bool send = isSend(s) && onDevice(s.src), recv = isRecv(s) && onDevice(s.dst);
+      if (!send && !recv) continue;
+      const size_t lane = laneOf(s);
+      if (lane >= sendBytes.size()) {
+        sendBytes.resize(lane + 1, 0);
+        recvBytes.resize(lane + 1, 0);
+      }
+      uint64_t& most = send ? sendBytes[lane] : recvBytes[lane];
+      most = std::max(most, alignUp(s.bytes));
     }
     if (!touches) return;
 
-    // Staging: scratch, then the send slots, then the receive slots.
-    slotBytes = alignUp(slotBytes);
-    uint32_t channels = 1;
-    for (const Step& s : in) channels = std::max<uint32_t>(channels, uint32_t(s.channel) + 1);
-    uint32_t k = std::max<uint32_t>(1, d_.slots);
-    while (k > 2 && d_.slotBudget && 2 * uint64_t(channels) * k * slotBytes > d_.slotBudget) --k;
-    // Every channel has slots of its own: the channels' rings run in opposite directions,
+    // Staging: scratch, then per lane its send slots and its receive slots. Every lane has
+    // slots of its own: a collective's channels run their rings in opposite directions,
     // and sharing slots would make each wait on the other (the simulator found such
-    // deadlocks with two channels).
+    // deadlocks with two channels); an application orders its point-to-point calls to
+    // different peers as it likes.
+    uint64_t perSlot = 0;  // one slot of every lane and direction
+    for (size_t l = 0; l < sendBytes.size(); ++l) perSlot += sendBytes[l] + recvBytes[l];
+    uint32_t k = std::max<uint32_t>(1, d_.slots);
+    while (k > 2 && d_.slotBudget && k * perSlot > d_.slotBudget) --k;
     sends_.clear();
     recvs_.clear();
     uint64_t at = alignUp(plan_.scratchBytes);
-    for (uint32_t c = 0; c < channels; ++c, at += 2 * uint64_t(k) * slotBytes) {
-      sends_.emplace_back(at, slotBytes, k);
-      recvs_.emplace_back(at + k * slotBytes, slotBytes, k);
+    for (size_t l = 0; l < sendBytes.size(); ++l) {
+      sends_.emplace_back(at, sendBytes[l], k);
+      at += k * sendBytes[l];
+      recvs_.emplace_back(at, recvBytes[l], k);
+      at += k * recvBytes[l];
     }
-    plan_.stagingBytes = slotBytes ? at : plan_.scratchBytes;
+    plan_.stagingBytes = perSlot ? at : plan_.scratchBytes;
 
     std::vector<Step>& out = plan_.spare;
     out.clear();
@@ -79,7 +90,7 @@ class Lowerer {
         // the ring of such waits would close on itself (a forward is the message after the
         // one it carries), so forwards need two slots at least.
         const Landed& l = landed_[from];
-        SlotRing& ring = recvs_[l.channel];
+        SlotRing& ring = recvs_[l.lane];
         s.src = ring.at(l.slot);
         for (uint32_t& dep : s.deps)
           if (dep == l.copy) dep = l.recv;
@@ -87,7 +98,7 @@ class Lowerer {
         ring.lastUse[l.slot] = add(join(ring.lastUse[l.slot], doneAt[i]));
       } else if (isSend(s) && onDevice(s.src)) {
         // Copy the chunk out of the device into a free send slot, then send the slot.
-        SlotRing& ring = sends_[s.channel];
+        SlotRing& ring = sends_[laneOf(s)];
         const uint32_t slot = ring.take();
         const Loc at = ring.at(slot);
         Step copy = deviceCopy(s.bytes, s.src, at);
@@ -99,7 +110,8 @@ class Lowerer {
         doneAt[i] = ring.lastUse[slot] = add(s);
       } else if (isRecv(s) && onDevice(s.dst)) {
         // Receive into a free receive slot, then copy the chunk into place on the device.
-        SlotRing& ring = recvs_[s.channel];
+        const uint32_t lane = laneOf(s);
+        SlotRing& ring = recvs_[lane];
         const uint32_t slot = ring.take();
         const Loc at = ring.at(slot), to = s.dst;
         s.dst = at;
@@ -109,7 +121,7 @@ class Lowerer {
         Step copy = deviceCopy(s.bytes, at, to);
         copy.deps[0] = received;
         doneAt[i] = ring.lastUse[slot] = add(copy);
-        landed_[i] = {received, doneAt[i], slot, s.channel, to, s.bytes};
+        landed_[i] = {received, doneAt[i], slot, lane, to, s.bytes};
         ring.owner[slot] = i;
       } else {
         const bool device = namesDevice(s);
@@ -130,8 +142,10 @@ class Lowerer {
   static bool isSend(const Step& s) { return s.kind == StepKind::Send; }
   static bool isRecv(const Step& s) { return s.kind == StepKind::Recv || s.kind == StepKind::RecvCarried; }
   bool onDevice(const Loc& l) const {
-    return (l.buf == BufId::Input && d_.inputOnDevice) || (l.buf == BufId::Output && d_.outputOnDevice);
+    return l.buf == BufId::Device || (l.buf == BufId::Input && d_.inputOnDevice) ||
+           (l.buf == BufId::Output && d_.outputOnDevice);
   }
+  uint32_t laneOf(const Step& s) const { return d_.perPeer ? uint32_t(s.peer) : s.channel; }
   // Whether a location the step reads or writes is device memory (a step's other
   // locations are unused and may hold anything).
   bool namesDevice(const Step& s) const {
@@ -154,7 +168,7 @@ class Lowerer {
       if (d == kNoDep || landed_[d].recv == kNoDep) continue;
       const Landed& l = landed_[d];
       if (l.to.buf == s.src.buf && l.to.offset == s.src.offset && l.bytes == s.bytes &&
-          recvs_[l.channel].owner[l.slot] == d)
+          recvs_[l.lane].owner[l.slot] == d)
         return d;
     }
     return kNoDep;
@@ -192,11 +206,11 @@ class Lowerer {
 
   Plan& plan_;
   const DeviceLowering& d_;
-  std::vector<SlotRing> sends_, recvs_;  // by channel
+  std::vector<SlotRing> sends_, recvs_;  // by lane
   // Per lowered receive of the original plan: its new Recv and copy steps, its slot, and
   // where its chunk goes on the device.
   struct Landed {
-    uint32_t recv = kNoDep, copy = kNoDep, slot = 0, channel = 0;
+    uint32_t recv = kNoDep, copy = kNoDep, slot = 0, lane = 0;
     Loc to;
     uint64_t bytes = 0;
   };
@@ -207,7 +221,6 @@ class Lowerer {
 
 void lowerForDevice(Plan& plan, const DeviceLowering& d) {
   plan.stagingBytes = 0;
-  if (!d.inputOnDevice && !d.outputOnDevice) return;
   Lowerer(plan, d).run();
 }
 

@@ -15,11 +15,13 @@
 //    the device runs reading pinned host memory (scratch, slots) directly;
 //  - scratch moves into the staging memory too (it is pinned there, so the device's
 //    kernels can read what was received into it).
-// Staging layout: [scratch | per channel: `slots` send slots, `slots` receive slots], every
-// slot as large as the largest lowered message. A slot is reused only after its previous
-// message is finished with (the send done, or the copy out of it done): each direction of
-// each channel cycles through its own slots, so while one chunk is copied in or out, the next ones are in
-// flight (the pipeline), and a slot's reuse waits only for earlier messages of its own
+// Staging layout: [scratch | per lane: `slots` send slots, `slots` receive slots], where a
+// lane is a channel (collectives) or a peer (point-to-point plans, whose Device locations
+// are their device buffers), every slot as large as the largest lowered message of its
+// lane and direction. A slot is reused only after its previous message is finished with
+// (the send done, or the copy out of it done): each direction of each lane cycles through
+// its own slots, so while one chunk is copied in or out, the next ones are in flight (the
+// pipeline), and a slot's reuse waits only for earlier messages of its own lane and
 // direction, which never wait for later ones: no new cycle among the ranks' steps.
 //
 // The fingerprint exchange at the front (fingerprint.h) stays where it is (it is host
@@ -37,13 +39,16 @@ struct DeviceLowering {
   bool outputOnDevice = false;
   uint32_t slots = 4;  // per direction; at least 1
   // Fewer slots (never below 2, or `slots` if less) where all the slots (two directions
-  // per channel) would exceed this many bytes: a plan that moves whole blocks (all-to-all, gather) has slots
-  // as large as a block. 0: no limit.
+  // per lane) would exceed this many bytes: a plan that moves whole blocks (all-to-all,
+  // gather) has slots as large as a block. 0: no limit.
   uint64_t slotBudget = 0;
+  // Lanes are peers rather than channels: point-to-point plans, in which an application
+  // may order its sends and receives to different peers in any way.
+  bool perPeer = false;
 };
 
-// Rewrites `plan` as above and sets plan.stagingBytes (0 and nothing changed when neither
-// buffer is on the device). Point-to-point plans (Absolute buffers) are not lowered.
+// Rewrites `plan` as above and sets plan.stagingBytes (0 and nothing changed when no step
+// names device memory: no Device location, and neither buffer flagged).
 void lowerForDevice(Plan& plan, const DeviceLowering& d);
 
 }  // namespace tempo::algo

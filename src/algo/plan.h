@@ -12,15 +12,18 @@
 namespace tempo::algo {
 
 // Absolute: `offset` is the address itself (point-to-point ops, whose every call brings
-// its own buffer). Staging: the op's pinned host memory of a plan lowered for device
-// buffers (device_lowering.h), plan.stagingBytes long.
-enum class BufId : uint8_t { Input, Output, Scratch, Absolute, Staging };
+// its own buffer). Device: likewise, an address in device memory (a point-to-point call's
+// device buffer, which lowering for device buffers moves off every host step). Staging:
+// the op's pinned host memory of a plan lowered for device buffers (device_lowering.h),
+// plan.stagingBytes long.
+enum class BufId : uint8_t { Input, Output, Scratch, Absolute, Staging, Device };
 
 struct Loc {
   BufId buf = BufId::Input;
   uint64_t offset = 0;
 };
 inline Loc absolute(const void* p) { return {BufId::Absolute, uint64_t(uintptr_t(p))}; }
+inline Loc deviceAddress(const void* p) { return {BufId::Device, uint64_t(uintptr_t(p))}; }
 
 enum class StepKind : uint8_t {
   Send,    // send `bytes` at src to `peer`
@@ -50,6 +53,9 @@ inline constexpr uint32_t kMaxDataMsgs = kMsgIdSpace - 32;
 struct Step {
   StepKind kind = StepKind::Copy;
   bool upTo = false;         // Recv: `bytes` is the capacity; a shorter message is accepted
+  bool travelsEmpty = false; // Send/Recv: a message even when `bytes` is 0 (empty messages
+                             // are otherwise skipped on both sides): the empty last piece
+                             // of a point-to-point message (p2p.h)
   uint8_t channel = 0;       // Send/Recv: the channel it belongs to (channels.h); the engine
                              // sends it over that channel's rail
   int32_t peer = -1;         // Send/Recv

@@ -16,9 +16,11 @@
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
 #include "src/algo/hier_allreduce.h"
+#include "src/algo/p2p.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring.h"
 #include "src/algo/ring_allreduce.h"
+#include "src/algo/steps.h"
 #include "src/algo/tree_allreduce.h"
 #include "src/core/host.h"
 #include "src/core/log.h"
@@ -97,6 +99,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
   tuning_.nranks = nranks;
   tuning_.channels = channels_;
   checkMismatch_ = nranks > 1 && param::CheckMismatch();
+  p2pChunk_ = param::P2pChunkSize() <= 0 ? 0 : std::max<uint64_t>(kMinP2pChunk, uint64_t(param::P2pChunkSize()));
   collTimeoutNs_ = std::clamp<int64_t>(param::CollTimeout(), 0, INT64_MAX / 1000000000) * 1000000000;
   TEMPO_TRY(startTelemetry());
   trace_ = TraceWriter::open(param::Trace(), {commHash_, rank, nranks, boot_->peers()[size_t(rank)].hostname});
@@ -690,6 +693,7 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
   using algo::absolute;
   // Sends to self pair with receives from self in call order and become copies.
   size_t selfSends = 0, selfRecvs = 0;
+  bool lowered = false;  // whether a call names device memory (DeviceStaging::lower)
   for (const CollArgs& a : calls) {
     const uint64_t bytes = a.count * dataTypeSize(a.type);
     if (a.peer == rank_) {
@@ -707,29 +711,19 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
         return fail(Status::InvalidUsage, "ncclSend to self of %lu bytes meets an ncclRecv from self of %lu bytes",
                     (unsigned long)bytes, (unsigned long)want);
       }
-      algo::Step s;
-      s.kind = algo::StepKind::Copy;
-      s.bytes = bytes;
-      s.src = absolute(a.send);
-      s.dst = absolute(match->recv);
-      op->plan.add(s);
+      lowered = lowered || a.sendOnDevice || match->recvOnDevice;
+      op->plan.add(algo::copy(bytes, a.sendOnDevice ? algo::deviceAddress(a.send) : absolute(a.send),
+                              match->recvOnDevice ? algo::deviceAddress(match->recv) : absolute(match->recv)));
       continue;
     }
-    // A zero-byte message still travels: NCCL matches sends and receives by order, and
-    // the counters of both sides must stay in step.
-    algo::Step s;
-    s.peer = a.peer;
-    s.bytes = bytes;
-    if (a.p2p == P2p::Send) {
-      s.kind = algo::StepKind::Send;
-      s.src = absolute(a.send);
-      s.msg = p2pSent_[size_t(a.peer)]++;
-    } else {
-      s.kind = algo::StepKind::Recv;
-      s.dst = absolute(a.recv);
-      s.msg = p2pReceived_[size_t(a.peer)]++;
-    }
-    op->plan.add(s);
+    // In pieces (algo/p2p.h); a zero-byte message still travels: NCCL matches sends and
+    // receives by order, and the counters of both sides must stay in step.
+    const bool send = a.p2p == P2p::Send;
+    const void* buf = send ? a.send : a.recv;
+    const bool device = send ? a.sendOnDevice : a.recvOnDevice;
+    lowered = lowered || device;
+    algo::addP2pMessage(op->plan, send, a.peer, bytes, device ? algo::deviceAddress(buf) : absolute(buf), p2pChunk_,
+                        send ? &p2pSent_[size_t(a.peer)] : &p2pReceived_[size_t(a.peer)]);
   }
   if (selfSends != selfRecvs) {
     release(op);
@@ -738,6 +732,12 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
                 selfSends, selfRecvs, rank_);
   }
   op->plan.window = uint32_t(std::max<size_t>(1, op->plan.steps.size()));
+  if (lowered) {
+    // Slots per peer: the application orders its sends and receives as it likes, so slots
+    // shared across peers could wait on each other.
+    algo::lowerForDevice(op->plan, {.slots = kDeviceSlots, .slotBudget = kDeviceSlotBudget, .perPeer = true});
+    engine_->setDeviceArena(&deviceArena(*mem::deviceApi()));
+  }
   for (const CollArgs& a : calls) logCall(a, engine_->nextSeq());
   return op;
 }

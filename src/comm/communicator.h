@@ -301,6 +301,9 @@ class Communicator : public engine::Liveness {
   int64_t collTimeoutNs_ = 0;  // TEMPO_COLL_TIMEOUT in ns (0: no limit)
   std::vector<engine::Tier> peerTier_;  // each rank's tier as seen from this one (for TEMPO_TRACE)
   bool checkMismatch_ = false;  // TEMPO_CHECK_MISMATCH, read at init
+  // TEMPO_P2P_CHUNK_SIZE, read at init: the pieces of point-to-point messages (algo/p2p.h).
+  static constexpr uint64_t kMinP2pChunk = 4096;
+  uint64_t p2pChunk_ = 0;
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<engine::Op>> ops_;
   std::vector<engine::Op*> freeOps_;

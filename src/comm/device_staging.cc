@@ -86,7 +86,7 @@ Status DeviceStaging::plan(const Communicator& c, const CollArgs& a) {
   }
   call.last = regions_.size();
   calls_.push_back(call);
-  lowerable_ = lowerable_ && a.p2p == P2p::None && !a.scalar && !a.bias;
+  lowerable_ = lowerable_ && !a.scalar && !a.bias;
   if (regions_.size() > first && std::find(streams_.begin(), streams_.end(), a.stream) == streams_.end())
     streams_.push_back(a.stream);
   return Status::Success;

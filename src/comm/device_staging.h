@@ -52,7 +52,7 @@ class DeviceStaging {
   mem::DeviceApi& gpu() const { return gpu_; }
   // Whether the batch can run on the device buffers themselves, with plans lowered for them
   // (algo/device_lowering.h) instead of on whole host copies: TEMPO_GPU_PIPELINE is on and
-  // every call is a collective without PreMulSum or a bias. Then lower() marks call number
+  // no call has PreMulSum or a bias. Then lower() marks call number
   // `call` (in plan order) for it, and copyIn, bind and copyOut are not used.
   bool lowerable() const;
   void lower(size_t call, CollArgs& a) const;

@@ -54,9 +54,9 @@ TEMPO_PARAM(Gpu, "TEMPO_GPU", Str, "auto",
             "from the library's directory where /dev/kfd or /dev/nvidiactl exists), off (host "
             "memory only), or the path of a plugin")
 TEMPO_PARAM(GpuPipeline, "TEMPO_GPU_PIPELINE", Int, "1",
-            "collectives on device buffers: 1 runs them on the buffers themselves, chunk by chunk "
-            "through pinned slots, with reductions by the device's kernels (point-to-point, PreMulSum "
-            "and AllReduceWithBias calls excepted); 0 runs every call on whole host copies of its buffers")
+            "calls on device buffers: 1 runs them on the buffers themselves, chunk by chunk through "
+            "pinned slots, with reductions by the device's kernels (PreMulSum and AllReduceWithBias "
+            "calls excepted); 0 runs every call on whole host copies of its buffers")
 
 // ---- transports ----
 TEMPO_PARAM(Transport, "TEMPO_TRANSPORT", Str, "auto",
@@ -162,6 +162,10 @@ TEMPO_PARAM(BcastAlgo, "TEMPO_BCAST_ALGO", Str, "auto",
             "of ranks) or tree (binomial tree, ceil(log2 n) hops)")
 TEMPO_PARAM(ChunkSize, "TEMPO_CHUNK_SIZE", Int, "0",
             "bytes per pipelined ring step (0: chosen by the tuner)")
+TEMPO_PARAM(P2pChunkSize, "TEMPO_P2P_CHUNK_SIZE", Int, "1048576",
+            "point-to-point messages longer than this travel in pieces of this many bytes (so that "
+            "device buffers stream through pinned slots); 0 sends every message whole; at least "
+            "4096 otherwise; must be the same on every rank")
 TEMPO_PARAM(BuffSize, "NCCL_BUFFSIZE", Int, "4194304",
             "staging bytes per communicator for in-place reductions")
 TEMPO_PARAM(SpinUs, "TEMPO_SPIN_US", Int, "-1",

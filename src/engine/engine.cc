@@ -150,7 +150,8 @@ std::byte* Engine::resolve(const Op& op, const algo::Loc& loc) const {
     case algo::BufId::Input: return const_cast<std::byte*>(op.input) + loc.offset;
     case algo::BufId::Output: return op.output + loc.offset;
     case algo::BufId::Scratch: return scratch_.data() + loc.offset;
-    case algo::BufId::Absolute: return reinterpret_cast<std::byte*>(uintptr_t(loc.offset));
+    case algo::BufId::Absolute:
+    case algo::BufId::Device: return reinterpret_cast<std::byte*>(uintptr_t(loc.offset));
     case algo::BufId::Staging: return op.staging + loc.offset;
   }
   return nullptr;
@@ -169,8 +170,9 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       [[fallthrough]];  // the sender sent it on its own
     case algo::StepKind::Send:
     case algo::StepKind::Recv: {
-      // Both sides know every length, so empty messages are skipped on both.
-      if (s.bytes == 0) break;
+      // Both sides know every length, so empty messages are skipped on both, except where
+      // the plan says the emptiness itself is news (point-to-point: algo/p2p.h).
+      if (s.bytes == 0 && !s.travelsEmpty) break;
       // Sends may hold at most half of the request slots, so receives can always be
       // posted: a peer's send completes only once we post its receive, and ours only
       // once it posts ours, so starving receives could deadlock both.
@@ -312,10 +314,15 @@ int Engine::advance(Op& op) {
       const algo::Step& s = steps[i];
       if (s.kind == algo::StepKind::Recv || s.kind == algo::StepKind::RecvCarried) {
         if (req.bytes != s.bytes && !(s.upTo && req.bytes < s.bytes)) {
-          finish(op, tempo::fail(Status::InvalidUsage,
-                                 "rank %d received %zu bytes from rank %d where %lu were expected: the ranks "
-                                 "called collective #%lu with different arguments",
-                                 rank_, req.bytes, s.peer, (unsigned long)s.bytes, (unsigned long)op.seq));
+          op.causeKnown = op.p2p;  // point-to-point has no fingerprint exchange to name a better cause
+          finish(op, op.p2p ? tempo::fail(Status::InvalidUsage,
+                                          "rank %d received %zu bytes from rank %d where %lu were expected: an "
+                                          "ncclSend and the ncclRecv it meets have different lengths",
+                                          rank_, req.bytes, s.peer, (unsigned long)s.bytes)
+                            : tempo::fail(Status::InvalidUsage,
+                                          "rank %d received %zu bytes from rank %d where %lu were expected: the "
+                                          "ranks called collective #%lu with different arguments",
+                                          rank_, req.bytes, s.peer, (unsigned long)s.bytes, (unsigned long)op.seq));
           break;
         }
         noteReceived(op, s.peer, req.bytes);

@@ -52,14 +52,17 @@ class Collectives : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     const auto& [transport, n] = GetParam();
-    // A small chunk makes even the short vectors below travel in several pipelined pieces.
+    // A small chunk makes even the short vectors below travel in several pipelined pieces,
+    // and so does the smallest point-to-point chunk (algo/p2p.h) for the longer messages.
     param::overrideForTest(param::Id::ChunkSize, "192");
+    param::overrideForTest(param::Id::P2pChunkSize, "4096");
     world_ = std::make_unique<CommWorld>(n, transport);
     ASSERT_TRUE(world_->ok()) << world_->error();
   }
   void TearDown() override {
     world_.reset();
     param::overrideForTest(param::Id::ChunkSize, nullptr);
+    param::overrideForTest(param::Id::P2pChunkSize, nullptr);
   }
   const CommWorld& w() const { return *world_; }
 
@@ -155,11 +158,12 @@ TEST_P(Collectives, ScatterHandsBlockRToRankR) { runCases(Coll::Scatter, 71); }
 
 // Every rank sends a distinct message to every rank, itself included, and receives one from
 // each, all in one group per rank; sends and receives are called in opposite orders on
-// alternate ranks, which a library that ran them one by one would deadlock on.
+// alternate ranks, which a library that ran them one by one would deadlock on. With 4 KiB
+// pieces: one piece, exactly one chunk (a chunk and an empty piece), two, and 69.
 TEST_P(Collectives, SendRecvAllPairsIncludingSelfInOneGroup) {
   const int n = w().size();
   const DataType t = DataType::Int32;
-  for (size_t count : {size_t(0), size_t(1), size_t(1021), size_t(70001)}) {
+  for (size_t count : {size_t(0), size_t(1), size_t(1021), size_t(1024), size_t(2048), size_t(70001)}) {
     SCOPED_TRACE("count " + std::to_string(count));
     const size_t bytes = count * 4;
     const size_t ranks = size_t(n);
@@ -236,6 +240,36 @@ TEST_P(Collectives, MixedGroupsOfCollectivesAndPointToPoint) {
     EXPECT_EQ(got[size_t(r)], ring[size_t(prev)]) << "rank " << r;
     EXPECT_EQ(red[size_t(r)][32], 2.0f * float(n));
   }
+}
+
+// A send and the receive it meets with different lengths, long messages in 4 KiB pieces
+// among them (algo/p2p.h), over Tempo's shm and libfabric tcp: the receive fails saying
+// so, and neither rank waits forever for a piece the other never posts (the sender either
+// finished or is failed by the receiver's error). Lengths that differ by whole chunks are
+// the cases a layout without the empty last piece would leave hanging.
+TEST(PointToPointLengths, ThatDisagreeFailTheReceiveAndLeaveNoRankWaiting) {
+  constexpr size_t C = 4096 / sizeof(float);  // a piece, in floats
+  const std::pair<size_t, size_t> cases[] = {{2 * C, C}, {C, 2 * C}, {3 * C, C}, {C, 3 * C}, {C + 1, C},
+                                             {C, C + 1}, {0, 1},     {1, 0},     {5 * C + 3, 5 * C + 2}};
+  param::overrideForTest(param::Id::P2pChunkSize, "4096");
+  for (const char* transport : {"tempo_shm", "tcp"})
+    for (const auto& [sent, received] : cases) {
+      SCOPED_TRACE(::testing::Message() << transport << ": ncclSend of " << sent << " floats, ncclRecv of " << received);
+      CommWorld w(2, transport);
+      ASSERT_TRUE(w.ok()) << w.error();
+      std::vector<float> out(sent + 1, 1.0f), in(received + 1, 0.0f);
+      std::string why;
+      const auto res = w.onThreads([&](int r) {
+        const ncclResult_t e = r == 0 ? ncclSend(out.data(), sent, ncclFloat32, 1, w[0], nullptr)
+                                      : ncclRecv(in.data(), received, ncclFloat32, 0, w[1], nullptr);
+        if (r == 1) why = ncclGetLastError(w[1]);
+        return e;
+      });
+      EXPECT_NE(res[1], ncclSuccess) << "the receive of a different length succeeded";
+      EXPECT_TRUE(why.find("longer than") != std::string::npos || why.find("bytes") != std::string::npos) << why;
+      EXPECT_TRUE(res[0] == ncclSuccess || res[0] == ncclRemoteError || res[0] == ncclInvalidUsage) << res[0];
+    }
+  param::overrideForTest(param::Id::P2pChunkSize, nullptr);
 }
 
 std::string name(const ::testing::TestParamInfo<Param>& p) {

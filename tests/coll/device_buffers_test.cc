@@ -50,12 +50,14 @@ class DeviceBuffers : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     param::overrideForTest(param::Id::ChunkSize, "192");  // several pipelined pieces per call
+    param::overrideForTest(param::Id::P2pChunkSize, "4096");  // and per point-to-point message
     world_ = std::make_unique<CommWorld>(GetParam(), "loopback");
     ASSERT_TRUE(world_->ok()) << world_->error();
   }
   void TearDown() override {
     world_.reset();
     param::overrideForTest(param::Id::ChunkSize, nullptr);
+    param::overrideForTest(param::Id::P2pChunkSize, nullptr);
     param::overrideForTest(param::Id::GpuPipeline, nullptr);
   }
   void everyCollectiveIsBitExact();
@@ -427,6 +429,97 @@ TEST_P(DeviceBuffers, PointToPointAndAllToAllvInOneGroup) {
     dev_.download(v.data(), vout[size_t(r)], v.size() * 4);
     for (int j = 0; j < n; ++j)
       for (size_t k = 0; k < size_t(j + 1); ++k) ASSERT_EQ(v[rd[size_t(r)][size_t(j)] + k], j) << "rank " << r << " from " << j;
+  }
+}
+
+// Every rank sends to every rank (itself too) in one group, each buffer on the device or
+// in host memory, the lengths from nothing to four 4 KiB pieces (exactly one piece among
+// them: a piece and an empty one), receives first on even ranks and sends first on odd
+// ones. Runs with the messages streamed through pinned slots per peer (no copy larger than
+// a piece) and, with TEMPO_GPU_PIPELINE=0, on whole host copies; bit-exact both ways.
+void exchangeEveryPair(EmulatedDevice& dev, const CommWorld& w, size_t* largestCopy) {
+  const int n = w.size();
+  const size_t ranks = size_t(n);
+  auto floats = [](int from, int to) -> size_t {
+    if (from == to) return 1000;  // a copy to self moves it whole: keep it within a piece
+    const size_t lengths[] = {0, 4096, 1024, 1, 2500};
+    return lengths[size_t(from + 2 * to) % 5];
+  };
+  auto onDevice = [](int r, int peer) { return (r + 2 * peer) % 3 != 0; };
+  struct Buffer {
+    void* p = nullptr;
+    std::vector<float> host;  // the memory itself where the buffer is host memory
+  };
+  std::vector<std::vector<Buffer>> send(ranks, std::vector<Buffer>(ranks)), recv = send;
+  auto make = [&](Buffer& b, size_t count, bool device) {
+    if (device) {
+      b.p = dev.alloc(count * sizeof(float) + 1);
+    } else {
+      b.host.resize(count + 1);
+      b.p = b.host.data();
+    }
+  };
+  auto value = [](int from, int to, size_t i) { return float(from * 100000 + to * 1000) + float(i % 997); };
+  std::vector<void*> streams;
+  for (int r = 0; r < n; ++r) {
+    streams.push_back(dev.newStream());
+    for (int j = 0; j < n; ++j) {
+      const size_t out = floats(r, j), in = floats(j, r);
+      Buffer& b = send[size_t(r)][size_t(j)];
+      make(b, out, onDevice(r, j));
+      std::vector<float> v(out);
+      for (size_t i = 0; i < out; ++i) v[i] = value(r, j, i);
+      if (b.host.empty()) dev.upload(b.p, v.data(), out * sizeof(float));
+      else std::copy(v.begin(), v.end(), b.host.begin());
+      make(recv[size_t(r)][size_t(j)], in, onDevice(j, r));
+    }
+  }
+  dev.resetLargestCopy();
+  const auto res = w.onThreads([&](int r) {
+    auto stream = static_cast<hipStream_t>(streams[size_t(r)]);
+    ncclGroupStart();
+    for (int k = 0; k < n; ++k) {
+      const int j = (r + k) % n;
+      auto sendTo = [&] { ncclSend(send[size_t(r)][size_t(j)].p, floats(r, j), ncclFloat32, j, w[r], stream); };
+      auto recvFrom = [&] { ncclRecv(recv[size_t(r)][size_t(j)].p, floats(j, r), ncclFloat32, j, w[r], stream); };
+      if (r % 2 == 0) {
+        recvFrom();
+        sendTo();
+      } else {
+        sendTo();
+        recvFrom();
+      }
+    }
+    return ncclGroupEnd();
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(res[size_t(r)], ncclSuccess) << ncclGetLastError(w[r]);
+    ASSERT_EQ(Status::Success, dev.synchronize(streams[size_t(r)]));
+  }
+  *largestCopy = dev.largestCopy();  // (the calls ran once their streams reached them)
+  for (int r = 0; r < n; ++r) {
+    for (int j = 0; j < n; ++j) {
+      const size_t count = floats(j, r);
+      const Buffer& b = recv[size_t(r)][size_t(j)];
+      std::vector<float> got(count + 1);
+      if (b.host.empty()) dev.download(got.data(), b.p, count * sizeof(float));
+      else got = b.host;
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(got[i], value(j, r, i)) << "rank " << r << " from " << j << " element " << i << " of " << count;
+    }
+  }
+}
+
+TEST_P(DeviceBuffers, PointToPointStreamsThroughPinnedSlotsPerPeer) {
+  size_t largest = 0;  // (the fixture's communicators cut messages into 4 KiB pieces)
+  exchangeEveryPair(dev_, *world_, &largest);
+  if (GetParam() > 1) {
+    EXPECT_LE(largest, 4096u) << "a message was staged whole rather than piece by piece";
+  }
+  param::overrideForTest(param::Id::GpuPipeline, "0");
+  exchangeEveryPair(dev_, *world_, &largest);
+  if (GetParam() > 1) {
+    EXPECT_GT(largest, 4096u) << "whole host copies";
   }
 }
 

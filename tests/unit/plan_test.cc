@@ -17,6 +17,7 @@
 
 #include <deque>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <tuple>
@@ -28,8 +29,10 @@
 #include "src/algo/direct_allreduce.h"
 #include "src/algo/fingerprint.h"
 #include "src/algo/hier_allreduce.h"
+#include "src/algo/p2p.h"
 #include "src/algo/rd_allreduce.h"
 #include "src/algo/ring_allreduce.h"
+#include "src/algo/steps.h"
 #include "src/algo/tree_allreduce.h"
 
 namespace tempo::algo {
@@ -56,7 +59,8 @@ struct RankState {
   std::vector<Cell> input, output, scratch;
   std::vector<Cell> staging;  // a lowered plan's (device_lowering.h)
   std::deque<uint32_t> device;  // posted device steps, completed in order (one stream)
-  std::vector<Cell> fingerprints;  // the Absolute locations: kFp below
+  std::vector<Cell> fingerprints;  // the Absolute locations: kFp below, or a p2p plan's host memory
+  std::vector<Cell> deviceMemory;  // the Device locations (a p2p plan's device buffers)
   std::vector<int> state;  // 0 waiting, 1 posted, 2 done
   uint32_t first = 0;
   int64_t leadBytes = -1;  // length of the round-0 fingerprint message received
@@ -72,6 +76,7 @@ struct RankSetup {
   std::vector<Cell> input;
   size_t outputCells = 0;
   uint64_t inBase = 0, outBase = 0;
+  std::vector<Cell> absolute, device;  // the Absolute and Device locations' memory (p2p plans)
 };
 
 class Simulator {
@@ -135,7 +140,10 @@ class Simulator {
       s.output.assign(inPlace ? 0 : u.outputCells, Cell{});
       s.inBase = u.inBase;
       s.outBase = u.outBase;
+      s.fingerprints = std::move(u.absolute);
+      s.deviceMemory = std::move(u.device);
       s.scratch.assign(s.plan.scratchBytes / ts_, Cell{});
+      s.staging.assign(s.plan.stagingBytes / ts_, Cell{});
       s.state.assign(s.plan.steps.size(), 0);
     }
   }
@@ -267,6 +275,7 @@ class Simulator {
     if (b == BufId::Scratch) return s.scratch;
     if (b == BufId::Staging) return s.staging;
     if (b == BufId::Absolute) return s.fingerprints;
+    if (b == BufId::Device) return s.deviceMemory;
     if (b == BufId::Output && !inPlace_) return s.output;
     return s.input;  // in place, input and output are one buffer
   }
@@ -292,7 +301,7 @@ class Simulator {
       if (std::get<0>(key) != rank || !f.range.overlaps(r)) continue;
       if (f.isRecv || write) {
         ADD_FAILURE() << "rank " << rank << ": " << (write ? "write" : "read") << " of elements [" << r.begin << ", "
-                      << r.end << ") while a " << (f.isRecv ? "receive" : "send") << " of them is in flight";
+                      << r.end << ") of buffer " << int(r.buf) << " while a " << (f.isRecv ? "receive" : "send") << " of them is in flight";
         return false;
       }
     }
@@ -318,7 +327,7 @@ class Simulator {
         [[fallthrough]];
       case StepKind::Send:
       case StepKind::Recv: {
-        if (st.bytes == 0) break;  // the engine elides empty messages on both sides
+        if (st.bytes == 0 && !st.travelsEmpty) break;  // the engine elides empty messages on both sides
         bool isRecv = st.kind != StepKind::Send;
         Range r = range(s, isRecv ? st.dst : st.src, st.bytes);
         if (!inBounds(s, r) || !safe(rank, r, isRecv)) return false;
@@ -1330,7 +1339,8 @@ TEST(DeviceLowering, EveryCollectiveDeliversWithItsBuffersOnTheDevice) {
             if (inPlace && d.inputOnDevice != d.outputOnDevice) continue;  // one buffer
             SCOPED_TRACE(testing::Message() << "lowered in=" << d.inputOnDevice << " out=" << d.outputOnDevice
                                             << " slots=" << d.slots);
-            simulateColl(c, n, count, 4, inPlace, n - 1, 256, 1 << 16, ++seed, seed % 2 == 0, {}, 1, &d);
+            ++seed;
+            simulateColl(c, n, count, 4, inPlace, n - 1, 256, 1 << 16, seed, seed % 2 == 0, {}, 1, &d);
           }
         }
 }
@@ -1389,9 +1399,13 @@ TEST(DeviceLowering, NoHostStepTouchesDeviceMemory) {
           if (s.kind == StepKind::Recv) used = {&s.dst};
           if (s.kind == StepKind::Reduce || s.kind == StepKind::DeviceReduce) used.push_back(&s.src2);
           for (const Loc* l : used) {
-            if (!device) EXPECT_FALSE(onDevice(*l, d)) << "a host step names device memory";
+            if (!device) {
+              EXPECT_FALSE(onDevice(*l, d)) << "a host step names device memory";
+            }
             EXPECT_NE(l->buf, BufId::Scratch) << "scratch moves into staging";
-            if (l->buf == BufId::Staging && s.bytes) EXPECT_LE(l->offset + s.bytes, plan.stagingBytes);
+            if (l->buf == BufId::Staging && s.bytes) {
+              EXPECT_LE(l->offset + s.bytes, plan.stagingBytes);
+            }
           }
         }
       }
@@ -1457,6 +1471,172 @@ TEST(DeviceLowering, TreeHierarchicalAndChannelPlansDeliverWithTheirBuffersOnThe
       for (bool inPlace : {false, true}) simulateTree(n, 333, inPlace, 16, 64, uint64_t(n) + slots, slots == 2, {}, &d);
     ringCollectivesOverChannels(&d);
   }
+}
+
+// ---- point-to-point messages in pieces (p2p.h), lowered with slots per peer ----
+
+std::vector<uint64_t> pieceLengths(uint64_t bytes, uint64_t chunk) {
+  const P2pPieces p = p2pPieces(bytes, chunk);
+  std::vector<uint64_t> lengths(p.count - 1, chunk);
+  lengths.push_back(p.last);
+  return lengths;
+}
+
+// The pieces add up to the message, every piece but the last is exactly a chunk and the
+// last is shorter; so where a send and its receive disagree on the length, their pieces
+// first differ at one both sides post (whose receive then fails), never with one side
+// done and the other waiting for a piece that is never posted.
+TEST(P2pPieces, DifferentLengthsDifferInAPieceBothSidesPost) {
+  for (uint64_t chunk : {0, 1, 4, 7, 16})
+    for (uint64_t s = 0; s <= 70; ++s) {
+      const std::vector<uint64_t> a = pieceLengths(s, chunk);
+      SCOPED_TRACE(testing::Message() << "chunk=" << chunk << " bytes=" << s);
+      EXPECT_EQ(std::accumulate(a.begin(), a.end(), uint64_t(0)), s);
+      if (chunk == 0) {
+        EXPECT_EQ(a.size(), 1u) << "chunk 0: whole messages";
+      }
+      for (size_t k = 0; k + 1 < a.size(); ++k) EXPECT_EQ(a[k], chunk);
+      if (chunk) {
+        EXPECT_LT(a.back(), chunk);
+      }
+      for (uint64_t r = 0; r <= 70; ++r) {
+        if (r == s) continue;
+        const std::vector<uint64_t> b = pieceLengths(r, chunk);
+        size_t k = 0;
+        while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+        EXPECT_TRUE(k < a.size() && k < b.size()) << "a receive of " << r << " bytes ends early or waits forever";
+      }
+    }
+}
+
+TEST(P2pPieces, AWholeNumberOfChunksEndsWithAnEmptyPieceThatTravels) {
+  static std::byte buf[3 * 4096];
+  Plan plan;
+  uint32_t msg = 7;
+  addP2pMessage(plan, true, 3, 3 * 4096, absolute(buf), 4096, &msg);
+  ASSERT_EQ(plan.steps.size(), 4u);
+  EXPECT_EQ(msg, 11u) << "each piece takes a message number";
+  for (uint32_t k = 0; k < 4; ++k) {
+    const Step& st = plan.steps[k];
+    EXPECT_EQ(st.kind, StepKind::Send);
+    EXPECT_EQ(st.peer, 3);
+    EXPECT_EQ(st.msg, 7 + k);
+    EXPECT_TRUE(st.travelsEmpty);
+    EXPECT_EQ(st.bytes, k < 3 ? 4096u : 0u);
+    if (k < 3) {
+      EXPECT_EQ(st.src.offset, uint64_t(uintptr_t(buf)) + k * 4096);
+    }
+  }
+  EXPECT_EQ(plan.steps[3].src.buf, BufId::Absolute) << "an empty piece names no device memory";
+  EXPECT_EQ(plan.steps[3].src.offset, 0u);
+  Plan whole;
+  addP2pMessage(whole, false, 1, 3 * 4096, deviceAddress(buf), 0, &msg);
+  ASSERT_EQ(whole.steps.size(), 1u);
+  EXPECT_EQ(whole.steps[0].dst.buf, BufId::Device);
+}
+
+// Random groups of point-to-point calls among n ranks, as prepareP2p plans them: every
+// rank makes its sends and receives in an order of its own (NCCL matches a pair's
+// messages by their order on each side only), each buffer on the device or not, sends to
+// self among them (a copy), lengths of 0 to 3.5 chunks with whole numbers of chunks
+// common. Lowered with slots per peer, every message arrives whole, no host step names
+// device memory, and the simulator's hazard and deadlock checks hold with one slot per
+// direction, two, four, and a budget that leaves two.
+void simulateP2p(int n, uint64_t seed, DeviceLowering d) {
+  constexpr uint32_t ts = 4;
+  constexpr uint64_t chunkCells = 16, chunk = chunkCells * ts;
+  std::mt19937_64 rng(seed);
+  struct Msg {
+    int src, dst;
+    uint64_t cells;
+    bool srcDevice, dstDevice;
+    uint64_t srcAt = 0, dstAt = 0;  // cells into the memory the buffer is in
+  };
+  std::vector<Msg> msgs;
+  std::vector<uint64_t> hostCells(size_t(n), 0), deviceCells(size_t(n), 0);
+  const int count = 3 * n + int(rng() % 8);
+  for (int i = 0; i < count; ++i) {
+    Msg m{int(rng() % uint64_t(n)), int(rng() % uint64_t(n)), rng() % 57, rng() % 2 == 0, rng() % 2 == 0};
+    if (rng() % 4 == 0) m.cells = chunkCells * (rng() % 4);
+    m.srcAt = (m.srcDevice ? deviceCells : hostCells)[size_t(m.src)];
+    (m.srcDevice ? deviceCells : hostCells)[size_t(m.src)] += m.cells;
+    m.dstAt = (m.dstDevice ? deviceCells : hostCells)[size_t(m.dst)];
+    (m.dstDevice ? deviceCells : hostCells)[size_t(m.dst)] += m.cells;
+    msgs.push_back(m);
+  }
+  auto initial = [](int r, bool device, uint64_t k) { return Cell{uint64_t(r + 1), device ? 1u : 0u, k}; };
+  auto loc = [](bool device, uint64_t at) {
+    return Loc{device ? BufId::Device : BufId::Absolute, at * ts};
+  };
+  std::vector<RankSetup> setups(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    // This rank's calls: (message, is a send), shuffled, then each (peer, direction)'s
+    // messages put back in their order into the places that group holds.
+    std::vector<std::pair<size_t, bool>> calls;
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      if (msgs[i].src == r) calls.push_back({i, true});
+      if (msgs[i].dst == r && msgs[i].src != r) calls.push_back({i, false});
+    }
+    std::shuffle(calls.begin(), calls.end(), rng);
+    std::map<std::pair<int, bool>, std::vector<size_t>> order;  // (peer, send) -> messages in order
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      if (msgs[i].src == r) order[{msgs[i].dst, true}].push_back(i);
+      if (msgs[i].dst == r && msgs[i].src != r) order[{msgs[i].src, false}].push_back(i);
+    }
+    std::map<std::pair<int, bool>, size_t> next;
+    for (auto& [i, send] : calls) {
+      const std::pair<int, bool> key{send ? msgs[i].dst : msgs[i].src, send};
+      i = order[key][next[key]++];
+    }
+    RankSetup& u = setups[size_t(r)];
+    std::vector<uint32_t> sent(size_t(n), 0), received(size_t(n), 0);
+    for (const auto& [i, send] : calls) {
+      const Msg& m = msgs[i];
+      if (m.src == m.dst) {  // to self: a copy, as prepareP2p makes it
+        u.plan.add(copy(m.cells * ts, loc(m.srcDevice, m.srcAt), loc(m.dstDevice, m.dstAt)));
+      } else if (send) {
+        addP2pMessage(u.plan, true, m.dst, m.cells * ts, loc(m.srcDevice, m.srcAt), chunk, &sent[size_t(m.dst)]);
+      } else {
+        addP2pMessage(u.plan, false, m.src, m.cells * ts, loc(m.dstDevice, m.dstAt), chunk, &received[size_t(m.src)]);
+      }
+    }
+    u.plan.window = uint32_t(std::max<size_t>(1, u.plan.steps.size()));
+    d.perPeer = true;
+    lowerForDevice(u.plan, d);
+    for (const Step& st : u.plan.steps) {
+      if (st.kind == StepKind::DeviceCopy || st.kind == StepKind::DeviceReduce || st.bytes == 0) continue;
+      for (const Loc* l : {&st.src, &st.dst})
+        if ((l == &st.src) == (st.kind != StepKind::Recv)) {
+          EXPECT_NE(l->buf, BufId::Device) << "a host step names device memory";
+        }
+    }
+    u.absolute.resize(hostCells[size_t(r)]);
+    for (uint64_t k = 0; k < u.absolute.size(); ++k) u.absolute[k] = initial(r, false, k);
+    u.device.resize(deviceCells[size_t(r)]);
+    for (uint64_t k = 0; k < u.device.size(); ++k) u.device[k] = initial(r, true, k);
+  }
+  Simulator sim(n, ts, false, std::move(setups));
+  ASSERT_TRUE(sim.run(seed));
+  for (const Msg& m : msgs) {
+    const RankState& dst = sim.rank(m.dst);
+    const std::vector<Cell>& got = m.dstDevice ? dst.deviceMemory : dst.fingerprints;
+    for (uint64_t k = 0; k < m.cells; ++k)
+      ASSERT_EQ(got[m.dstAt + k], initial(m.src, m.srcDevice, m.srcAt + k))
+          << "rank " << m.src << " -> " << m.dst << ", " << m.cells << " cells, element " << k;
+  }
+}
+
+TEST(DeviceLowering, PointToPointGroupsDeliverWithBuffersOnTheDevice) {
+  uint64_t seed = 0;
+  for (int n : {2, 3, 4, 6})
+    for (DeviceLowering d : {DeviceLowering{.slots = 1}, DeviceLowering{.slots = 2}, DeviceLowering{.slots = 4},
+                             DeviceLowering{.slots = 4, .slotBudget = 1}})
+      for (int round = 0; round < 12; ++round) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " slots=" << d.slots << " budget=" << d.slotBudget
+                                        << " seed=" << seed + 1);
+        simulateP2p(n, ++seed, d);
+        if (testing::Test::HasFatalFailure()) return;
+      }
 }
 
 // Two ranks exchanging 8 bytes: with the exchange, still one message each way.

@@ -297,8 +297,12 @@ int OfiEndpoint::progress() {
       if (fi_cq_readerr(cq_.get(), &err, 0) == 1) {
         Request* r = fromContext(err.op_context);
         const char* cause = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0);
-        r->status = fail(err.err == FI_ETRUNC ? Status::InvalidUsage : Status::RemoteError,
-                         "ofi/%s: operation failed: %s (%s)", name(), fi_strerror(err.err), cause ? cause : "");
+        if (err.err == FI_ETRUNC)  // (tcp;ofi_rxm leaves olen and len 0)
+          r->status = fail(Status::InvalidUsage, "ofi/%s: a message longer than the receive posted for it arrived",
+                           name());
+        else
+          r->status = fail(Status::RemoteError, "ofi/%s: operation failed: %s (%s)", name(), fi_strerror(err.err),
+                           cause ? cause : "");
         r->done = true;
         ++completed;
       }
