@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "src/algo/plan.h"
 
@@ -28,9 +29,37 @@ struct P2pPieces {
 };
 P2pPieces p2pPieces(uint64_t bytes, uint64_t chunk);
 
-// Appends the Send steps (`send`) or Recv steps of one message of `bytes` at `at` (an
-// Absolute or Device location) with `peer`: its pieces, numbered from *msg, which moves
-// past them. Every piece travels, empty ones too, so both sides' numbering stays in step.
-void addP2pMessage(Plan& plan, bool send, int peer, uint64_t bytes, Loc at, uint64_t chunk, uint32_t* msg);
+// Builds the transfers of one group's point-to-point calls. add() takes each message in
+// call order and numbers its pieces from *msg (the pair and direction's counter, which
+// moves past them); emit() appends their steps to a plan level by level: every message's
+// first piece, then every message's second piece, and so on. Every piece travels, empty
+// ones too, so both sides' numbering stays in step.
+//
+// Why level by level: the engine posts a plan's steps in order while it has request slots
+// (sends and receives at most half of them each), so when a group has more pieces than
+// slots, the pieces every rank waits for first are the ones every rank posts first, and a
+// long message to one peer does not hold back a short one to another. Reuses its memory
+// from group to group.
+class P2pPlanner {
+ public:
+  // One message of `bytes` at `at` (an Absolute or Device location) to (`send`) or from
+  // `peer`, in pieces of `chunk` bytes (p2pPieces).
+  void add(bool send, int peer, uint64_t bytes, Loc at, uint64_t chunk, uint32_t* msg);
+  // Appends the messages' steps to `plan` and forgets them.
+  void emit(Plan& plan);
+  // Forgets them (a group that fails before it is planned).
+  void clear() { messages_.clear(); }
+
+ private:
+  struct Message {
+    bool send;
+    int peer;
+    Loc at;
+    uint64_t chunk;
+    uint32_t msg;  // its first piece's number
+    P2pPieces pieces;
+  };
+  std::vector<Message> messages_;
+};
 
 }  // namespace tempo::algo

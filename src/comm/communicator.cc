@@ -707,6 +707,7 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
       if (!match) break;  // reported below
       const uint64_t want = match->count * dataTypeSize(match->type);
       if (want != bytes) {
+        p2pPlanner_.clear();
         release(op);
         return fail(Status::InvalidUsage, "ncclSend to self of %lu bytes meets an ncclRecv from self of %lu bytes",
                     (unsigned long)bytes, (unsigned long)want);
@@ -722,9 +723,10 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
     const void* buf = send ? a.send : a.recv;
     const bool device = send ? a.sendOnDevice : a.recvOnDevice;
     lowered = lowered || device;
-    algo::addP2pMessage(op->plan, send, a.peer, bytes, device ? algo::deviceAddress(buf) : absolute(buf), p2pChunk_,
-                        send ? &p2pSent_[size_t(a.peer)] : &p2pReceived_[size_t(a.peer)]);
+    p2pPlanner_.add(send, a.peer, bytes, device ? algo::deviceAddress(buf) : absolute(buf), p2pChunk_,
+                    send ? &p2pSent_[size_t(a.peer)] : &p2pReceived_[size_t(a.peer)]);
   }
+  p2pPlanner_.emit(op->plan);
   if (selfSends != selfRecvs) {
     release(op);
     return fail(Status::InvalidUsage,

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "src/algo/p2p.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/async_worker.h"
 #include "src/comm/config.h"
@@ -309,6 +310,7 @@ class Communicator : public engine::Liveness {
   std::vector<engine::Op*> freeOps_;
   // Point-to-point message counters per peer and direction (the msg of each message).
   std::vector<uint32_t> p2pSent_, p2pReceived_;
+  algo::P2pPlanner p2pPlanner_;
   std::vector<size_t> a2aCounts_, a2aDispls_;  // all-to-all's fixed counts, as AllToAllv's
   std::deque<PreMulSumOp> userOps_;            // a deque: references stay valid as it grows
   std::atomic<int> asyncError_{0};

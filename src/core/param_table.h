@@ -162,7 +162,7 @@ TEMPO_PARAM(BcastAlgo, "TEMPO_BCAST_ALGO", Str, "auto",
             "of ranks) or tree (binomial tree, ceil(log2 n) hops)")
 TEMPO_PARAM(ChunkSize, "TEMPO_CHUNK_SIZE", Int, "0",
             "bytes per pipelined ring step (0: chosen by the tuner)")
-TEMPO_PARAM(P2pChunkSize, "TEMPO_P2P_CHUNK_SIZE", Int, "1048576",
+TEMPO_PARAM(P2pChunkSize, "TEMPO_P2P_CHUNK_SIZE", Int, "4194304",
             "point-to-point messages longer than this travel in pieces of this many bytes (so that "
             "device buffers stream through pinned slots); 0 sends every message whole; at least "
             "4096 otherwise; must be the same on every rank")

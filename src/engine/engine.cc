@@ -173,11 +173,14 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       // Both sides know every length, so empty messages are skipped on both, except where
       // the plan says the emptiness itself is news (point-to-point: algo/p2p.h).
       if (s.bytes == 0 && !s.travelsEmpty) break;
-      // Sends may hold at most half of the request slots, so receives can always be
-      // posted: a peer's send completes only once we post its receive, and ours only
-      // once it posts ours, so starving receives could deadlock both.
+      // Sends and receives may each hold at most half of the request slots, so that either
+      // can always be posted: a peer's send completes only once we post its receive, and
+      // ours only once it posts ours, so starving either could deadlock both. (Receives
+      // were once unlimited: ranks exchanging many point-to-point pieces each filled their
+      // slots with receives, and no rank could post the sends the others waited for.)
       bool isSend = s.kind == algo::StepKind::Send;
-      if (freeReqs_.empty() || (isSend && int(freeReqs_.size()) <= maxPosted_ / 2)) return Start::NoSlots;
+      int& posted = isSend ? postedSends_ : postedRecvs_;
+      if (freeReqs_.empty() || posted >= maxPosted_ / 2) return Start::NoSlots;
       uint16_t slot = freeReqs_.back();
       freeReqs_.pop_back();
       transport::Request& req = reqs_[slot];
@@ -204,6 +207,7 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       }
       op.reqOf[i] = slot;
       op.state[i] = kPosted;
+      ++posted;
       return Start::Done;
     }
     case algo::StepKind::Reduce: {
@@ -307,6 +311,7 @@ int Engine::advance(Op& op) {
       transport::Request& req = reqs_[op.reqOf[i]];
       if (!req.done) continue;
       freeReqs_.push_back(op.reqOf[i]);
+      --(steps[i].kind == algo::StepKind::Send ? postedSends_ : postedRecvs_);
       if (!ok(req.status)) {
         finish(op, req.status);
         break;
@@ -571,6 +576,7 @@ void Engine::abort(Status why, bool causeKnown) {
   }
   // Posted requests are abandoned with their endpoints; the pool is whole again.
   freeReqs_.clear();
+  postedSends_ = postedRecvs_ = 0;
   if (exchangeActive_) {
     exchange_.status = failed_;
     exchange_.done = true;

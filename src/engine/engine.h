@@ -336,6 +336,7 @@ class Engine {
   // Request pool: one slot per posted transfer.
   std::vector<transport::Request> reqs_;
   std::vector<uint16_t> freeReqs_;
+  int postedSends_ = 0, postedRecvs_ = 0;  // of the data path's transfers (start())
   mem::StagingArena* deviceArena_ = nullptr;
   std::vector<void*> deviceEvents_;  // by slot; null when free
   std::vector<uint16_t> freeEvents_;

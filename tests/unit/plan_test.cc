@@ -1513,7 +1513,9 @@ TEST(P2pPieces, AWholeNumberOfChunksEndsWithAnEmptyPieceThatTravels) {
   static std::byte buf[3 * 4096];
   Plan plan;
   uint32_t msg = 7;
-  addP2pMessage(plan, true, 3, 3 * 4096, absolute(buf), 4096, &msg);
+  P2pPlanner planner;
+  planner.add(true, 3, 3 * 4096, absolute(buf), 4096, &msg);
+  planner.emit(plan);
   ASSERT_EQ(plan.steps.size(), 4u);
   EXPECT_EQ(msg, 11u) << "each piece takes a message number";
   for (uint32_t k = 0; k < 4; ++k) {
@@ -1530,7 +1532,8 @@ TEST(P2pPieces, AWholeNumberOfChunksEndsWithAnEmptyPieceThatTravels) {
   EXPECT_EQ(plan.steps[3].src.buf, BufId::Absolute) << "an empty piece names no device memory";
   EXPECT_EQ(plan.steps[3].src.offset, 0u);
   Plan whole;
-  addP2pMessage(whole, false, 1, 3 * 4096, deviceAddress(buf), 0, &msg);
+  planner.add(false, 1, 3 * 4096, deviceAddress(buf), 0, &msg);
+  planner.emit(whole);
   ASSERT_EQ(whole.steps.size(), 1u);
   EXPECT_EQ(whole.steps[0].dst.buf, BufId::Device);
 }
@@ -1590,16 +1593,18 @@ void simulateP2p(int n, uint64_t seed, DeviceLowering d) {
     }
     RankSetup& u = setups[size_t(r)];
     std::vector<uint32_t> sent(size_t(n), 0), received(size_t(n), 0);
+    P2pPlanner planner;
     for (const auto& [i, send] : calls) {
       const Msg& m = msgs[i];
       if (m.src == m.dst) {  // to self: a copy, as prepareP2p makes it
         u.plan.add(copy(m.cells * ts, loc(m.srcDevice, m.srcAt), loc(m.dstDevice, m.dstAt)));
       } else if (send) {
-        addP2pMessage(u.plan, true, m.dst, m.cells * ts, loc(m.srcDevice, m.srcAt), chunk, &sent[size_t(m.dst)]);
+        planner.add(true, m.dst, m.cells * ts, loc(m.srcDevice, m.srcAt), chunk, &sent[size_t(m.dst)]);
       } else {
-        addP2pMessage(u.plan, false, m.src, m.cells * ts, loc(m.dstDevice, m.dstAt), chunk, &received[size_t(m.src)]);
+        planner.add(false, m.src, m.cells * ts, loc(m.dstDevice, m.dstAt), chunk, &received[size_t(m.src)]);
       }
     }
+    planner.emit(u.plan);
     u.plan.window = uint32_t(std::max<size_t>(1, u.plan.steps.size()));
     d.perPeer = true;
     lowerForDevice(u.plan, d);
