@@ -469,8 +469,8 @@ void exchangeEveryPair(EmulatedDevice& dev, const CommWorld& w, size_t* largestC
       make(b, out, onDevice(r, j));
       std::vector<float> v(out);
       for (size_t i = 0; i < out; ++i) v[i] = value(r, j, i);
-      if (b.host.empty()) dev.upload(b.p, v.data(), out * sizeof(float));
-      else std::copy(v.begin(), v.end(), b.host.begin());
+      if (!b.host.empty()) std::copy(v.begin(), v.end(), b.host.begin());
+      else if (out) dev.upload(b.p, v.data(), out * sizeof(float));
       make(recv[size_t(r)][size_t(j)], in, onDevice(j, r));
     }
   }
@@ -502,8 +502,8 @@ void exchangeEveryPair(EmulatedDevice& dev, const CommWorld& w, size_t* largestC
       const size_t count = floats(j, r);
       const Buffer& b = recv[size_t(r)][size_t(j)];
       std::vector<float> got(count + 1);
-      if (b.host.empty()) dev.download(got.data(), b.p, count * sizeof(float));
-      else got = b.host;
+      if (!b.host.empty()) got = b.host;
+      else if (count) dev.download(got.data(), b.p, count * sizeof(float));
       for (size_t i = 0; i < count; ++i)
         ASSERT_EQ(got[i], value(j, r, i)) << "rank " << r << " from " << j << " element " << i << " of " << count;
     }
