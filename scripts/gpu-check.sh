@@ -3,8 +3,8 @@
 # kernel tests (every datatype x op, bit for bit against the host reference), every
 # collective on device buffers through the library and its GPU plugin, the reduction
 # kernels' bandwidth against a device-to-device copy, the perf tools -c 1 on device
-# buffers with 2 to 4 processes sharing the GPU, and all_reduce_perf with the lowered plans
-# against whole host copies (TEMPO_GPU_PIPELINE=1 and 0).
+# buffers with 2 to 4 processes sharing the GPU, and all_reduce_perf and sendrecv_perf with
+# the lowered plans against whole host copies (TEMPO_GPU_PIPELINE=1 and 0).
 #
 #   scripts/gpu-check.sh [cuda|hip]      (default: cuda where nvcc is, else hip)
 #
@@ -61,6 +61,7 @@ for np in 2 4; do perf "$np" all_reduce_perf -b 8 -e 256M -f 4 -c 1 -n 20 -w 3; 
 for pipeline in 1 0; do
   echo "gpu-check: TEMPO_GPU_PIPELINE=$pipeline"
   TEMPO_GPU_PIPELINE=$pipeline perf 2 all_reduce_perf -b 1M -e 256M -f 4 -c 0 -n 10 -w 2
+  TEMPO_GPU_PIPELINE=$pipeline perf 2 sendrecv_perf -b 1M -e 256M -f 4 -c 0 -n 10 -w 2
 done
 # Every other collective, every datatype and root, at 3 processes.
 for tool in all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
