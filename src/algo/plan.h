@@ -23,7 +23,10 @@ struct Loc {
   uint64_t offset = 0;
 };
 inline Loc absolute(const void* p) { return {BufId::Absolute, uint64_t(uintptr_t(p))}; }
-inline Loc deviceAddress(const void* p) { return {BufId::Device, uint64_t(uintptr_t(p))}; }
+// A point-to-point call's buffer: Device where it is device memory, Absolute otherwise.
+inline Loc userAddress(const void* p, bool onDevice) {
+  return {onDevice ? BufId::Device : BufId::Absolute, uint64_t(uintptr_t(p))};
+}
 
 enum class StepKind : uint8_t {
   Send,    // send `bytes` at src to `peer`

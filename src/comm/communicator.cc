@@ -690,7 +690,6 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
     p2pSent_.assign(size_t(nranks_), 0);
     p2pReceived_.assign(size_t(nranks_), 0);
   }
-  using algo::absolute;
   // Sends to self pair with receives from self in call order and become copies.
   size_t selfSends = 0, selfRecvs = 0;
   bool lowered = false;  // whether a call names device memory (DeviceStaging::lower)
@@ -713,8 +712,8 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
                     (unsigned long)bytes, (unsigned long)want);
       }
       lowered = lowered || a.sendOnDevice || match->recvOnDevice;
-      op->plan.add(algo::copy(bytes, a.sendOnDevice ? algo::deviceAddress(a.send) : absolute(a.send),
-                              match->recvOnDevice ? algo::deviceAddress(match->recv) : absolute(match->recv)));
+      op->plan.add(algo::copy(bytes, algo::userAddress(a.send, a.sendOnDevice),
+                              algo::userAddress(match->recv, match->recvOnDevice)));
       continue;
     }
     // In pieces (algo/p2p.h); a zero-byte message still travels: NCCL matches sends and
@@ -723,7 +722,7 @@ Result<engine::Op*> Communicator::prepareP2p(std::span<const CollArgs> calls) {
     const void* buf = send ? a.send : a.recv;
     const bool device = send ? a.sendOnDevice : a.recvOnDevice;
     lowered = lowered || device;
-    p2pPlanner_.add(send, a.peer, bytes, device ? algo::deviceAddress(buf) : absolute(buf), p2pChunk_,
+    p2pPlanner_.add(send, a.peer, bytes, algo::userAddress(buf, device), p2pChunk_,
                     send ? &p2pSent_[size_t(a.peer)] : &p2pReceived_[size_t(a.peer)]);
   }
   p2pPlanner_.emit(op->plan);

@@ -1532,7 +1532,7 @@ TEST(P2pPieces, AWholeNumberOfChunksEndsWithAnEmptyPieceThatTravels) {
   EXPECT_EQ(plan.steps[3].src.buf, BufId::Absolute) << "an empty piece names no device memory";
   EXPECT_EQ(plan.steps[3].src.offset, 0u);
   Plan whole;
-  planner.add(false, 1, 3 * 4096, deviceAddress(buf), 0, &msg);
+  planner.add(false, 1, 3 * 4096, userAddress(buf, true), 0, &msg);
   planner.emit(whole);
   ASSERT_EQ(whole.steps.size(), 1u);
   EXPECT_EQ(whole.steps[0].dst.buf, BufId::Device);
