@@ -545,3 +545,27 @@ NCCL_API(ncclResult_t, ncclGroupEnd) {
   return guarded([] { return comm::groupEnd(); });
 }
 
+// NCCL's reading of simInfo: its first `size` bytes (at most ncclSimInfo_t's), the magic
+// checked, and estimatedTime written back only within those bytes and only when the group
+// held a call. A NULL simInfo ends the group as ncclGroupEnd does (as in NCCL).
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  return guarded([&]() -> Status {
+    if (!simInfo) return comm::groupEnd();
+    static const ncclSimInfo_t kInitialised = NCCL_SIM_INFO_INITIALIZER;
+    ncclSimInfo_t info = kInitialised;
+    info.magic = 0;  // a size too small to hold the magic is no initialised struct
+    size_t size = 0;
+    std::memcpy(&size, simInfo, sizeof size);
+    size = std::min(size, sizeof info);
+    std::memcpy(&info, simInfo, size);
+    comm::Simulation sim;
+    sim.valid = info.magic == kInitialised.magic;
+    TEMPO_TRY(comm::groupSimulateEnd(sim));
+    if (sim.us) {
+      info.estimatedTime = float(*sim.us);
+      std::memcpy(simInfo, &info, size);
+    }
+    return Status::Success;
+  });
+}
+

@@ -27,8 +27,6 @@ ncclResult_t stub(const char* func) noexcept {
 // Defines func and pfunc, with the given parameter list, returning "not implemented yet".
 #define TEMPO_STUB(func, ...) \
   NCCL_API(ncclResult_t, func, __VA_ARGS__) { return stub(#func); }
-#define TEMPO_MSCCL_STUB(func, ...) \
-  MSCCL_API(ncclResult_t, func, __VA_ARGS__) { return stub(#func); }
 
 // ---- Memory and registration ----
 TEMPO_STUB(ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
@@ -44,38 +42,6 @@ TEMPO_STUB(ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclCo
            hipStream_t stream)
 TEMPO_STUB(ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
            hipStream_t stream)
-
-// ---- Groups (start/end live elsewhere) ----
-TEMPO_STUB(ncclGroupSimulateEnd, ncclSimInfo_t* simInfo)
-
-// ---- Parameters ----
-TEMPO_STUB(ncclParamBind, ncclParamHandle_t* out, const char* key)
-TEMPO_STUB(ncclParamGetI8, ncclParamHandle_t h, int8_t* out)
-TEMPO_STUB(ncclParamGetI16, ncclParamHandle_t h, int16_t* out)
-TEMPO_STUB(ncclParamGetI32, ncclParamHandle_t h, int32_t* out)
-TEMPO_STUB(ncclParamGetI64, ncclParamHandle_t h, int64_t* out)
-TEMPO_STUB(ncclParamGetU8, ncclParamHandle_t h, uint8_t* out)
-TEMPO_STUB(ncclParamGetU16, ncclParamHandle_t h, uint16_t* out)
-TEMPO_STUB(ncclParamGetU32, ncclParamHandle_t h, uint32_t* out)
-TEMPO_STUB(ncclParamGetU64, ncclParamHandle_t h, uint64_t* out)
-TEMPO_STUB(ncclParamGetStr, ncclParamHandle_t h, const char** out)
-TEMPO_STUB(ncclParamGet, ncclParamHandle_t h, void* out, int maxLen, int* len)
-TEMPO_STUB(ncclParamGetParameter, const char* key, const char** value, int* valueLen)
-TEMPO_STUB(ncclParamGetAllParameterKeys, const char*** table, int* tableLen)
-
-// void, so it cannot report failure by value: it logs the WARN line and leaves "not implemented
-// yet" in ncclGetLastError, and dumps nothing.
-NCCL_API(void, ncclParamDumpAll, void) { (void)stub("ncclParamDumpAll"); }
-
-// ---- MSCCL (RCCL made these no-ops; they stay so binaries linked against them load) ----
-TEMPO_MSCCL_STUB(mscclLoadAlgo, const char* mscclAlgoFilePath, mscclAlgoHandle_t* mscclAlgoHandle,
-                 int rank)
-TEMPO_MSCCL_STUB(mscclRunAlgo, const void* sendBuff, const size_t sendCounts[],
-                 const size_t sDisPls[], void* recvBuff, const size_t recvCounts[],
-                 const size_t rDisPls[], size_t count, ncclDataType_t dataType, int root, int peer,
-                 ncclRedOp_t op, mscclAlgoHandle_t mscclAlgoHandle, ncclComm_t comm,
-                 hipStream_t stream)
-TEMPO_MSCCL_STUB(mscclUnloadAlgo, mscclAlgoHandle_t mscclAlgoHandle)
 
 // ---- C++ only ----
 // C++ linkage and a strong symbol, as in RCCL (no pncclCommDump exists); cmake/librccl.map

@@ -545,6 +545,43 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
   }
 }
 
+double Communicator::predictUs(const CollArgs& a) const {
+  using engine::CollKind;
+  const uint64_t typeSize = dataTypeSize(a.type), bytes = a.count * typeSize;
+  switch (a.coll) {
+    case CollKind::AllReduce: return tune::predictUs(tune::Shape::AllReduce, bytes, tuning_, a.op == RedOp::Avg);
+    case CollKind::Broadcast: return tune::predictUs(tune::Shape::Broadcast, bytes, tuning_);
+    case CollKind::Reduce: return tune::predictUs(tune::Shape::Reduce, bytes, tuning_);
+    case CollKind::AllGather: return tune::predictUs(tune::Shape::AllGather, bytes, tuning_);
+    case CollKind::ReduceScatter: return tune::predictUs(tune::Shape::ReduceScatter, bytes, tuning_);
+    case CollKind::Gather: return tune::predictUs(tune::Shape::Gather, bytes, tuning_);
+    case CollKind::Scatter: return tune::predictUs(tune::Shape::Scatter, bytes, tuning_);
+    case CollKind::AllToAll: return tune::predictUs(tune::Shape::AllToAll, bytes, tuning_);
+    case CollKind::AllToAllv: {
+      // Costed as all-to-all with every block as large as this rank's largest.
+      uint64_t largest = 0;
+      for (int j = 0; j < nranks_; ++j)
+        if (j != rank_) largest = std::max({largest, uint64_t(a.sendCounts[j]), uint64_t(a.recvCounts[j])});
+      return tune::predictUs(tune::Shape::AllToAll, largest * typeSize, tuning_);
+    }
+    case CollKind::SendRecv: return predictP2pUs(std::span(&a, 1));
+  }
+  return 0;
+}
+
+double Communicator::predictP2pUs(std::span<const CollArgs> calls) const {
+  uint64_t sent = 0, received = 0;
+  bool acrossHosts = false, any = false;
+  for (const CollArgs& c : calls) {
+    if (c.peer == rank_) continue;  // a copy
+    const uint64_t bytes = c.count * dataTypeSize(c.type);
+    (c.p2p == P2p::Send ? sent : received) += bytes;
+    acrossHosts |= hostOf_[size_t(c.peer)] != hostOf_[size_t(rank_)];
+    any = true;
+  }
+  return any ? tune::predictP2pUs(std::max(sent, received), acrossHosts, tuning_) : 0;
+}
+
 namespace {
 
 // The fingerprint of a collective call (32 bytes, little endian). `carried` is not part

@@ -130,6 +130,11 @@ class Communicator : public engine::Liveness {
   // is matched with the receive from self of the same rank in order, and copied.
   Result<engine::Op*> prepareP2p(std::span<const CollArgs> calls);
   void release(engine::Op* op);
+  // The cost model's time, in microseconds, for a collective and for one group's
+  // point-to-point calls on this communicator (tune::predictUs; ncclGroupSimulateEnd).
+  // Nothing is planned or sent.
+  double predictUs(const CollArgs& a) const;
+  double predictP2pUs(std::span<const CollArgs> calls) const;
   engine::Engine& engine() { return *engine_; }
   // The skew monitor (null when TEMPO_PACING=off or before init is done); any thread.
   pacing::SkewMonitor* skewMonitor() const { return monitor_.load(std::memory_order_acquire); }

@@ -323,9 +323,32 @@ void groupRecordError(Status s) {
   if (inGroup() && ok(t_group.error)) t_group.error = s;
 }
 
-Status groupEnd() {
+namespace {
+
+// The model's time for a batch (see Simulation).
+double predictBatchUs(std::span<const Item> items) {
+  double longest = 0;
+  for (Communicator* c : uniqueComms(items)) {
+    double us = 0;
+    auto& p2p = t_group.p2p;
+    p2p.clear();
+    for (const Item& it : items) {
+      if (it.comm.get() != c) continue;
+      if (it.args.p2p == P2p::None) us += c->predictUs(it.args);
+      else p2p.push_back(it.args);
+    }
+    us += c->predictP2pUs(p2p);
+    longest = std::max(longest, us);
+  }
+  return longest;
+}
+
+// The outermost ncclGroupEnd (sim null) or ncclGroupSimulateEnd.
+Status endGroup(Simulation* sim) {
   GroupState& g = t_group;
-  if (g.depth == 0) return fail(Status::InvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
+  if (g.depth == 0)
+    return fail(Status::InvalidUsage, "%s called without a matching ncclGroupStart",
+                sim ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
   if (--g.depth > 0) return Status::Success;
   std::vector<std::function<Status()>> inits;
   inits.swap(g.inits);
@@ -335,16 +358,30 @@ Status groupEnd() {
     g.colls.clear();
     return fail(err, "ncclGroupEnd: the group was abandoned because a call inside it failed");
   }
+  if (sim && !sim->valid) {
+    g.colls.clear();
+    return fail(Status::InvalidArgument,
+                "ncclGroupSimulateEnd: simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER (wrong magic or "
+                "size); the group was abandoned");
+  }
   const Status initStatus = inits.empty() ? Status::Success : runInits(inits);
   if (!ok(initStatus) && initStatus != Status::InProgress) {
     g.colls.clear();
     return initStatus;
   }
   if (g.colls.empty()) return initStatus;
-  Status s = runBatch(g.colls);
+  Status s = Status::Success;
+  if (!sim) s = runBatch(g.colls);
+  else if (initStatus != Status::InProgress) sim->us = predictBatchUs(g.colls);
   g.colls.clear();  // keeps the capacity for the next group
   return ok(s) ? initStatus : s;
 }
+
+}  // namespace
+
+Status groupEnd() { return endGroup(nullptr); }
+
+Status groupSimulateEnd(Simulation& sim) { return endGroup(&sim); }
 
 Status submitCollective(const Pin& c, const CollArgs& a) {
   if (inGroup()) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 
 #include "src/comm/communicator.h"
 #include "src/comm/registry.h"
@@ -23,6 +24,19 @@ namespace tempo::comm {
 
 Status groupStart();
 Status groupEnd();
+// ncclGroupSimulateEnd: like groupEnd, except that the outermost end costs the group's
+// calls with the tuner's model instead of running them; they are dropped and nothing is
+// sent (inits queued in the group still run). `us` is the model's time for the group, in
+// microseconds: per communicator the sum of its calls' times (they run in call order, its
+// point-to-point calls together), the longest over communicators (they progress
+// together); unset when the group held no call, or while a nonblocking init queued in it
+// is still in progress. `valid` false (a simInfo not made with NCCL_SIM_INFO_INITIALIZER)
+// abandons the group with ncclInvalidArgument.
+struct Simulation {
+  bool valid = true;
+  std::optional<double> us;
+};
+Status groupSimulateEnd(Simulation& sim);
 bool inGroup();
 // Records an error raised while queuing into the current group.
 void groupRecordError(Status s);

@@ -1,5 +1,6 @@
 #include "src/core/param.h"
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,12 @@ constexpr Def kDefs[] = {
 };
 constexpr int kCount = static_cast<int>(Id::Count);
 static_assert(sizeof(kDefs) / sizeof(kDefs[0]) == kCount);
+
+constexpr auto kNames = [] {
+  std::array<const char*, kCount> n{};
+  for (int i = 0; i < kCount; ++i) n[size_t(i)] = kDefs[i].name;
+  return n;
+}();
 
 struct Value {
   std::string text;
@@ -127,19 +134,29 @@ const Value& get(Id id) {
 
 bool isSet(Id id) { return get(id).source != Source::Default; }
 
+Entry entry(Id id) {
+  const int i = static_cast<int>(id);
+  const Value& v = get(id);
+  // A secret's value is not for listings, logs or the parameter API, only whether it is set.
+  const bool hidden = id == Id::Secret && !v.text.empty();
+  return {kDefs[i].name, kDefs[i].kind,  kDefs[i].defaultValue, kDefs[i].description,
+          hidden ? std::string("(set, not shown)") : v.text, v.source, v.valid, v.number};
+}
+
 std::vector<Entry> snapshot() {
-  std::call_once(g_once, load);
   std::vector<Entry> out;
   out.reserve(kCount);
-  for (int i = 0; i < kCount; ++i) {
-    const Value& v = g_values[i];
-    // A secret's value is not for listings or logs, only whether it is set.
-    const bool hidden = i == int(Id::Secret) && !v.text.empty();
-    out.push_back({kDefs[i].name, kDefs[i].kind, kDefs[i].defaultValue, kDefs[i].description,
-                   hidden ? std::string("(set, not shown)") : v.text, v.source, v.valid});
-  }
+  for (int i = 0; i < kCount; ++i) out.push_back(entry(static_cast<Id>(i)));
   return out;
 }
+
+std::optional<Id> find(std::string_view name) {
+  const int i = findByName(name);
+  if (i < 0) return std::nullopt;
+  return static_cast<Id>(i);
+}
+
+const char* const* names() { return kNames.data(); }
 
 const char* sourceName(Source s) {
   switch (s) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,9 +36,10 @@ struct Entry {
   Kind kind;
   const char* defaultValue;
   const char* description;
-  std::string value;  // effective value as text
+  std::string value;  // effective value as text (TEMPO_SECRET's masked when set)
   Source source;
   bool valid;         // false when an Int value did not parse (the default is used)
+  int64_t number;     // Int: the value in effect (the default where `value` did not parse)
 
   // The default as a user reads it: "(unset)" for an empty string and for the INT_MIN
   // sentinel of Int parameters that only override a config field when set.
@@ -47,8 +49,14 @@ struct Entry {
 };
 
 bool isSet(Id id);  // true unless the value is the table default
-// A snapshot of every parameter with its effective value and source.
+// One parameter with its effective value and source.
+Entry entry(Id id);
+// A snapshot of every parameter, in table order.
 std::vector<Entry> snapshot();
+// The parameter whose variable name is `name` (exactly, e.g. "NCCL_DEBUG"), if any.
+std::optional<Id> find(std::string_view name);
+// Every variable name, in table order: static strings, Id::Count of them.
+const char* const* names();
 const char* sourceName(Source s);
 // Logs every parameter that is not at its default (INFO ENV), as NCCL does at init.
 void logNonDefault();

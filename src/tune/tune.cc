@@ -241,6 +241,42 @@ int predictAllReduce(uint64_t bytes, const Context& ctx, bool average, Candidate
   return k;
 }
 
+double predictUs(Shape shape, uint64_t bytes, const Context& ctx, bool average) {
+  const int n = ctx.nranks;
+  if (n <= 1) return 0;
+  // On one host the model's network level is the host's own memory.
+  Context m = ctx;
+  if (ctx.hosts <= 1) m.net = ctx.local;
+  const LinkCost& l = m.net;
+  const double S = double(bytes);
+  switch (shape) {
+    case Shape::AllReduce: {
+      const AllReduceChoice choice = allReduce(bytes, ctx, average);
+      Candidate cands[kMaxCandidates];
+      const int k = predictAllReduce(bytes, m, average, cands);
+      for (int i = 0; i < k; ++i)
+        if (cands[i].algo == choice.algo &&
+            (choice.algo != AllReduceAlgo::Hierarchical || cands[i].leaders == choice.leaders))
+          return cands[i].us;
+      return ringUs(S, n, l);  // the direct all-reduce, which the model does not cost: as the ring
+    }
+    case Shape::Broadcast:
+      if (broadcast(bytes, ctx) == BroadcastAlgo::Tree) return ceilLog2(n) * l.us(S);
+      return chainUs(S, n, double(chainChunk(bytes, ctx)), l);
+    case Shape::Reduce: return chainUs(S, n, double(chainChunk(bytes, ctx)), l);
+    case Shape::AllGather:
+    case Shape::ReduceScatter:
+    case Shape::Gather:
+    case Shape::Scatter:
+    case Shape::AllToAll: return (n - 1) * l.us(S);
+  }
+  return 0;
+}
+
+double predictP2pUs(uint64_t bytes, bool acrossHosts, const Context& ctx) {
+  return (acrossHosts ? ctx.net : ctx.local).us(double(bytes));
+}
+
 AllReduceChoice allReduce(uint64_t bytes, const Context& ctx, bool average) {
   AllReduceChoice c;
   const char* forced = forcedAlgo();

@@ -69,6 +69,21 @@ int predictAllReduce(uint64_t bytes, const Context& ctx, bool average, Candidate
 // "ring", "rd", "tree", "hier/rd", ...
 const char* candidateName(const Candidate& c);
 
+// What ncclGroupSimulateEnd reports: the cost model's time for one call, in microseconds,
+// with the algorithm the tuner picks for it (its predictAllReduce candidate for an
+// all-reduce; the chain or tree for a broadcast; the ring for all-gather and
+// reduce-scatter; the chain for reduce; the root's n - 1 messages for gather and scatter;
+// n - 1 pairwise rounds for all-to-all). Across hosts every message is costed on the
+// network level, as predictAllReduce's flat candidates are; on one host on the local one.
+// `bytes` is the size as each kind counts it: the vector for all-reduce, broadcast and
+// reduce; one rank's block for all-gather, reduce-scatter, gather and scatter; the largest
+// block to or from one peer for all-to-all. One rank costs 0: nothing travels.
+enum class Shape { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Gather, Scatter, AllToAll };
+double predictUs(Shape shape, uint64_t bytes, const Context& ctx, bool average = false);
+// A communicator's point-to-point calls of one group progress together: the larger of the
+// bytes it sends and receives, on the network level when a peer is on another host.
+double predictP2pUs(uint64_t bytes, bool acrossHosts, const Context& ctx);
+
 // Broadcast: a pipelined chain moves large messages at the transport's bandwidth; a
 // binomial tree reaches n ranks in ceil(log2 n) hops instead of n-1, which wins while
 // latency dominates.
