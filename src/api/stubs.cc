@@ -10,8 +10,6 @@
 // errors, groups, ncclAllReduce, ncclGetVersion, ncclResetDebugInit) are deliberately absent.
 #include "src/api/entry.h"
 
-#include <string>
-#include <unordered_map>
 
 namespace {
 
@@ -42,11 +40,3 @@ TEMPO_STUB(ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclCo
            hipStream_t stream)
 TEMPO_STUB(ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
            hipStream_t stream)
-
-// ---- C++ only ----
-// C++ linkage and a strong symbol, as in RCCL (no pncclCommDump exists); cmake/librccl.map
-// exports it by its demangled name.
-__attribute__((visibility("default"))) ncclResult_t ncclCommDump(
-    ncclComm_t comm, std::unordered_map<std::string, std::string>& map) {
-  return stub("ncclCommDump");
-}

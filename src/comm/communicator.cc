@@ -130,6 +130,7 @@ Status Communicator::join(const bootstrap::UniqueId& id, int nranks, int rank) {
     if (pacing::SkewMonitor* m = skewMonitor(); m && clocksAllValid_) m->setClock(clock_.offsetNs, nowNs());
   }
   if (deadline.cancelled()) return fail(Status::InvalidUsage, "comm %p rank %d: init aborted", static_cast<void*>(this), rank);
+  initComplete_.store(true, std::memory_order_release);
   TEMPO_INFO(log::Init, "comm %p rank %d nranks %d cudaDev %d busId 0 commId %#lx - Init COMPLETE",
              static_cast<void*>(this), rank, nranks, device_, (unsigned long)commHash_);
   return Status::Success;
@@ -326,6 +327,7 @@ Communicator::~Communicator() {
 }
 
 engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
+  opsIssued_.fetch_add(1, std::memory_order_relaxed);
   engine::Op* op;
   if (!freeOps_.empty()) {
     op = freeOps_.back();

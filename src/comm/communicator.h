@@ -162,6 +162,15 @@ class Communicator : public engine::Liveness {
     return inProgress_.load(std::memory_order_acquire) ? Status::InProgress : Status::Success;
   }
   bool blocking() const { return config_.blocking; }
+  // Init has completed: from then on the placement below is fixed and any thread may read it.
+  bool initComplete() const { return initComplete_.load(std::memory_order_acquire); }
+  // Each rank's host (numbered 0.. in order of first rank) and the ring the ring
+  // algorithms run on (ring()[p] is the rank at position p). Only once initComplete().
+  const std::vector<int>& hostOf() const { return hostOf_; }
+  const std::vector<int>& ring() const { return ring_; }
+  // Operations this rank has issued: collectives, and each group's point-to-point calls as
+  // one (ncclCommDump's opCount). Any thread.
+  uint64_t opsIssued() const { return opsIssued_.load(std::memory_order_relaxed); }
   // Nonblocking jobs. beginAsync() marks the communicator in progress (false if it already
   // was); postAsync() runs `job` on this communicator's worker thread, and the job calls
   // endAsync(result) on every communicator it had begun, which records a failure as the
@@ -327,6 +336,8 @@ class Communicator : public engine::Liveness {
   std::atomic<bool> revoked_{false};
   std::atomic<bool> suspended_{false};
   uint32_t shrinks_ = 0;  // shrinkExchange calls so far: tells one shrink's messages from the next
+  std::atomic<bool> initComplete_{false};
+  std::atomic<uint64_t> opsIssued_{0};
   std::atomic<bool> inProgress_{false};
   int streamWork_ = 0;  // guarded by asyncMu_
   std::mutex asyncMu_;  // with asyncCv_: waiting for inProgress_ to clear or streamWork_ to reach 0

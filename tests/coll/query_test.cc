@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "src/core/param.h"
@@ -312,6 +313,48 @@ TEST_F(Simulate, OutsideAGroupItIsMisuse) {
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
   EXPECT_NCCL_ERROR(ncclGroupSimulateEnd(&info), ncclInvalidUsage,
                     "ncclGroupSimulateEnd called without a matching ncclGroupStart");
+}
+
+// ---- ncclCommDump ----
+
+TEST(CommDump, NamesTheCommunicatorAsRcclDoesAndSaysWhereItStands) {
+  CommWorld world(3, "loopback");
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::unordered_map<std::string, std::string> before;
+  ASSERT_EQ(ncclCommDump(world[1], before), ncclSuccess);
+  EXPECT_EQ(before["rank"], "1");
+  EXPECT_EQ(before["nRanks"], "3");
+  EXPECT_EQ(before["nNodes"], "1");
+  EXPECT_EQ(before["node"], "0");
+  EXPECT_EQ(before["localRank"], "1");
+  EXPECT_EQ(before["localRanks"], "3");
+  EXPECT_EQ(before["opCount"], "0");
+  EXPECT_EQ(before["asyncError"], "no error");
+  EXPECT_EQ(before["ring"], "0 1 2");
+  ASSERT_EQ(before["commHash"].size(), 18u);  // 16 hex digits in quotes, as RCCL's
+  EXPECT_EQ(before["commHash"].front(), '"');
+
+  // Two collectives and one group of point-to-point calls: three operations.
+  std::vector<std::vector<float>> bufs(3, std::vector<float>(8, 1.0f));
+  for (int k = 0; k < 2; ++k)
+    ASSERT_EQ(world.inGroup([&](int r) {
+      return ncclAllReduce(bufs[r].data(), bufs[r].data(), 8, ncclFloat, ncclSum, world[r], nullptr);
+    }),
+              ncclSuccess);
+  ASSERT_EQ(world.inGroup([&](int r) {
+    ncclResult_t a = ncclSend(bufs[r].data(), 4, ncclFloat, (r + 1) % 3, world[r], nullptr);
+    ncclResult_t b = ncclRecv(bufs[r].data() + 4, 4, ncclFloat, (r + 2) % 3, world[r], nullptr);
+    return a != ncclSuccess ? a : b;
+  }),
+            ncclSuccess);
+  std::unordered_map<std::string, std::string> after;
+  ASSERT_EQ(ncclCommDump(world[1], after), ncclSuccess);
+  EXPECT_EQ(after["opCount"], "3");
+  EXPECT_EQ(after["commHash"], before["commHash"]);
+
+  std::unordered_map<std::string, std::string> none;
+  EXPECT_EQ(ncclCommDump(nullptr, none), ncclSuccess);  // as RCCL: nothing to dump
+  EXPECT_TRUE(none.empty());
 }
 
 // ---- MSCCL, removed from RCCL in 2.28.3 ----
