@@ -26,12 +26,6 @@ ncclResult_t stub(const char* func) noexcept {
 #define TEMPO_STUB(func, ...) \
   NCCL_API(ncclResult_t, func, __VA_ARGS__) { return stub(#func); }
 
-// ---- Memory and registration ----
-TEMPO_STUB(ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-           int winFlags)
-TEMPO_STUB(ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
-TEMPO_STUB(ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr)
-
 // ---- One-sided (RMA) ----
 TEMPO_STUB(ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,

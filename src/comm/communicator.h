@@ -147,6 +147,29 @@ class Communicator : public engine::Liveness {
   Result<void*> registerBuffer(void* buff, size_t size);
   // InvalidArgument for a handle this communicator did not hand out, or already took back.
   Status deregisterBuffer(void* handle);
+  // ncclCommWindowRegister / ncclCommWindowDeregister. Both are collective: every rank
+  // calls them, for its own buffer, in the same order. A window is a buffer registered as
+  // registerBuffer registers one, numbered by the order of registration; the ranks check
+  // over the bootstrap ring that they agree on that number and on the flags (a
+  // disagreement fails the call on every rank with InvalidUsage naming both ranks), and
+  // each learns every rank's window size. newWindow() only allocates the window (so a
+  // nonblocking call can hand out its handle at once); exchangeWindow() is the collective
+  // part, after which the window is usable, or removed if it failed.
+  struct Window {
+    uint64_t id = 0;
+    void* buff = nullptr;
+    size_t size = 0;
+    int flags = 0;
+    void* registration = nullptr;   // registerBuffer's handle
+    std::vector<uint64_t> sizes;    // every rank's window size
+    std::atomic<bool> ready{false}; // the registration exchange succeeded
+  };
+  Result<Window*> newWindow(void* buff, size_t size, int flags);
+  Status exchangeWindow(Window* w);
+  Status deregisterWindow(Window* w);
+  // The window behind a handle this communicator handed out (and has not taken back), else
+  // null. Any thread.
+  Window* window(const void* handle) const;
   // ncclRedOpCreatePreMulSum / ncclRedOpDestroy, and the lookup collectives make.
   Result<int> createPreMulSum(const void* scalar, DataType type, bool deviceResident);
   Status destroyRedOp(int op);
@@ -301,6 +324,9 @@ class Communicator : public engine::Liveness {
   std::vector<std::vector<transport::Endpoint*>> extraRails_;
   mem::HostBuffer scratch_;
   mem::Registrations registrations_;
+  mutable std::mutex windowsMu_;
+  std::vector<std::unique_ptr<Window>> windows_;
+  uint64_t nextWindowId_ = 0;  // under windowsMu_
   tune::Context tuning_;
   // The ring the ring algorithms run on (TEMPO_RING_ORDER): ring_[p] is the rank at
   // position p; ringPos_ is this rank's position.

@@ -178,8 +178,7 @@ TEST(BadUsage, DestroyedCommunicatorIsDetected) {
 }
 
 TEST(BadUsage, NotYetImplementedFunctionsSaySo) {
-  ncclWindow_t win;
-  EXPECT_NCCL_ERROR(ncclCommWindowDeregister(nullptr, win = nullptr), ncclInvalidUsage, "not implemented yet");
+  EXPECT_NCCL_ERROR(ncclSignal(1, 0, 0, 0, nullptr, nullptr), ncclInvalidUsage, "not implemented yet");
 }
 
 // The collectives beyond all-reduce: each bad argument gets its code and a message naming it.
