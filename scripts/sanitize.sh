@@ -67,12 +67,16 @@ case "$mode" in
     sanitize=thread
     targets=(allreduce_test collectives_test split_test redop_test shrink_grow_test bad_input_test memory_test
              noalloc_test async_test fault_injection_test mismatch_test soak_test fault_test bootstrap_test
-             transport_test device_buffers_test)
+             transport_test device_buffers_test query_test one_sided_test)
     labels="coll|transport"
     # A 1 GiB message per transport takes many minutes under TSan. (The heaviest case left in,
     # the mismatch suite's over libfabric, fails 56 ranks' communicators in one process, each
     # abandoning its tcp endpoint's buffers: about 10.5 GB of resident memory here.)
-    exclude="^(tempo_topo_|abi_|install_)|ModeChooser|OneGiBMessage"
+    # One-sided calls over libfabric's shm provider are left out: their 4 MiB puts take its
+    # shared-buffer (SAR) path, whose hand-off between the two ranks' threads is libfabric's
+    # own atomics, which TSan does not see in an uninstrumented library (it reports the two
+    # ranks' memcpy of the same shared buffer inside libfabric, and nothing in Tempo).
+    exclude="^(tempo_topo_|abi_|install_)|ModeChooser|OneGiBMessage|Libfabric/OneSided.*/shm_"
     ;;
   *)
     echo "usage: scripts/sanitize.sh [address|ci|thread|multiproc|multiproc-thread]" >&2

@@ -47,8 +47,4 @@ ncclResult_t guarded(F&& body) noexcept {
   }
 }
 
-// The behaviour of `func` belongs to a later release: ncclInvalidUsage, with
-// "<func>: not implemented yet" in ncclGetLastError.
-ncclResult_t notImplemented(const char* func);
-
 }  // namespace tempo::api

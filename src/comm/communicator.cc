@@ -320,6 +320,7 @@ Status Communicator::deregisterBuffer(void* handle) {
 }
 
 Communicator::~Communicator() {
+  stopInboxServer();  // it drives the engine
   worker_.stop();  // a nonblocking job uses everything below
   engine_.reset();
   trace_.reset();  // after the engine, which writes to it
@@ -349,6 +350,68 @@ engine::Op* Communicator::takeOp(const CollArgs& a, uint64_t payloadBytes) {
   op->scalar = a.scalar;
   op->bias = static_cast<const std::byte*>(a.bias);
   op->payloadBytes = payloadBytes;
+  op->rmaSelf = false;
+  op->rmaWaits.clear();
+  return op;
+}
+
+Result<engine::Op*> Communicator::prepareRma(const CollArgs& a) {
+  using engine::CollKind;
+  if (!inbox_)
+    return ok(inboxStatus_) ? fail(Status::InvalidUsage,
+                                   "comm %p rank %d: one-sided calls need a window (ncclCommWindowRegister) first",
+                                   static_cast<void*>(this), rank_)
+                            : inboxStatus_;
+  const uint64_t bytes = a.count * dataTypeSize(a.type);
+  engine::Op* op = takeOp(a, bytes);
+  op->p2p = true;  // like point-to-point: no collective sequence number, no skew sample
+  op->planKey = {};
+  op->plan.clear();
+  algo::Plan& plan = op->plan;
+  if (a.coll == CollKind::PutSignal) {
+    const auto* w = static_cast<const Window*>(a.window);
+    plan.algorithm = "put";
+    if (a.peer == rank_) {
+      // To this rank's own window: a copy, and the signal when the op finishes.
+      op->rmaSelf = true;
+      if (bytes == 0) return op;
+      algo::Step copy;
+      copy.kind = algo::StepKind::Copy;
+      copy.bytes = bytes;
+      copy.src = {algo::BufId::Input, 0};
+      copy.dst = algo::absolute(static_cast<std::byte*>(w->buff) + a.windowOffset);
+      plan.add(copy);
+    } else {
+      op->rmaHeader = engine::RmaHeader{};
+      op->rmaHeader.window = w ? w->id : 0;  // ncclSignal names no window
+      op->rmaHeader.offset = a.windowOffset;
+      op->rmaHeader.bytes = bytes;
+      algo::Step header;
+      header.kind = algo::StepKind::Send;
+      header.peer = a.peer;
+      header.msg = 0;
+      header.bytes = sizeof(engine::RmaHeader);
+      header.src = algo::absolute(&op->rmaHeader);
+      plan.add(header);
+      if (bytes) {
+        algo::Step data = header;
+        data.msg = 1;
+        data.bytes = bytes;
+        data.src = {algo::BufId::Input, 0};
+        plan.add(data);
+      }
+    }
+  } else {
+    // Waits on one peer add up; a wait for nothing is done at once.
+    plan.algorithm = "wait";
+    for (int i = 0; i < a.nWaits; ++i) {
+      const SignalWait& d = a.waits[i];
+      if (d.count == 0) continue;
+      auto it = std::find_if(op->rmaWaits.begin(), op->rmaWaits.end(), [&](const auto& x) { return x.first == d.peer; });
+      if (it == op->rmaWaits.end()) op->rmaWaits.emplace_back(d.peer, uint64_t(d.count));
+      else it->second += uint64_t(d.count);
+    }
+  }
   return op;
 }
 
@@ -543,7 +606,9 @@ void Communicator::plan(const CollArgs& a, bool inPlace, algo::Plan& out) {
       break;
     }
     case CollKind::SendRecv:
-      break;  // prepareP2p's
+    case CollKind::PutSignal:
+    case CollKind::WaitSignal:
+      break;  // prepareP2p's and prepareRma's
   }
 }
 
@@ -567,6 +632,9 @@ double Communicator::predictUs(const CollArgs& a) const {
       return tune::predictUs(tune::Shape::AllToAll, largest * typeSize, tuning_);
     }
     case CollKind::SendRecv: return predictP2pUs(std::span(&a, 1));
+    case CollKind::PutSignal:
+      return a.peer == rank_ ? 0 : tune::predictP2pUs(bytes, hostOf_[size_t(a.peer)] != hostOf_[size_t(rank_)], tuning_);
+    case CollKind::WaitSignal: return 0;  // waits for others' puts, which they are costed for
   }
   return 0;
 }
@@ -872,8 +940,15 @@ Status Communicator::check(bool closedIsFatal) {
   if (!closedIsFatal) return Status::Success;
   if (const int64_t since = engine_ ? engine_->activeSinceNs() : 0;
       collTimeoutNs_ > 0 && since > 0 && nowNs() - since > collTimeoutNs_)
-    return fail(Status::Timeout, "rank %d: collective #%lu did not complete within TEMPO_COLL_TIMEOUT=%ld s", rank_,
-                (unsigned long)engine_->activeSeq(), long(collTimeoutNs_ / 1000000000));
+  {
+    const engine::Op* op = engine_->activeOp();
+    char what[64];
+    if (!op) snprintf(what, sizeof what, "the skew telemetry exchange");
+    else if (op->p2p) snprintf(what, sizeof what, "%s", engine::collName(op->coll));  // no collective number
+    else snprintf(what, sizeof what, "%s (collective #%lu)", engine::collName(op->coll), (unsigned long)op->seq);
+    return fail(Status::Timeout, "rank %d: %s did not complete within TEMPO_COLL_TIMEOUT=%ld s", rank_, what,
+                long(collTimeoutNs_ / 1000000000));
+  }
   if (!boot_) return Status::Success;
   if (boot_->neighbourSilent())
     return fail(Status::RemoteError,

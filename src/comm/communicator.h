@@ -19,6 +19,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/algo/p2p.h"
@@ -39,6 +40,15 @@
 namespace tempo::comm {
 
 enum class P2p : uint8_t { None, Send, Recv };
+
+// One entry of a WaitSignal call, laid out as ncclWaitSignalDesc_t (the API checks this):
+// wait for `count` signals from `peer`; sigIdx and ctx are 0.
+struct SignalWait {
+  int count;
+  int peer;
+  int sigIdx;
+  int ctx;
+};
 
 // A validated collective or point-to-point call. `count` is NCCL's count argument (per
 // rank for all-gather, reduce-scatter, all-to-all, gather and scatter).
@@ -67,7 +77,16 @@ struct CollArgs {
   // (algo/device_lowering.h), its device work on the communicator's device arena.
   bool sendOnDevice = false;
   bool recvOnDevice = false;
+  // One-sided calls. PutSignal: count elements of `type` from `send` into `peer`'s copy of
+  // `window` (a Window of this communicator) at byte `windowOffset`, then a signal; count
+  // 0 is a signal alone (ncclSignal). WaitSignal: the nWaits entries of `waits` (the
+  // caller's array, read while the call is being planned), each some signals from a peer.
+  const void* window = nullptr;
+  uint64_t windowOffset = 0;
+  const SignalWait* waits = nullptr;
+  int nWaits = 0;
 };
+
 
 // An ncclRedOpCreatePreMulSum operator. The handle is ncclNumOps + its index.
 struct PreMulSumOp {
@@ -129,6 +148,8 @@ class Communicator : public engine::Liveness {
   // Plans the point-to-point calls of one group (in call order) as one op. A send to self
   // is matched with the receive from self of the same rank in order, and copied.
   Result<engine::Op*> prepareP2p(std::span<const CollArgs> calls);
+  // Plans a one-sided call (CollKind::PutSignal or WaitSignal; the API has checked it).
+  Result<engine::Op*> prepareRma(const CollArgs& a);
   void release(engine::Op* op);
   // The cost model's time, in microseconds, for a collective and for one group's
   // point-to-point calls on this communicator (tune::predictUs; ncclGroupSimulateEnd).
@@ -161,10 +182,12 @@ class Communicator : public engine::Liveness {
     size_t size = 0;
     int flags = 0;
     void* registration = nullptr;   // registerBuffer's handle
+    bool onDevice = false;          // device memory (one-sided calls refuse it)
     std::vector<uint64_t> sizes;    // every rank's window size
+    std::vector<uint8_t> devices;   // whether every rank's window is device memory
     std::atomic<bool> ready{false}; // the registration exchange succeeded
   };
-  Result<Window*> newWindow(void* buff, size_t size, int flags);
+  Result<Window*> newWindow(void* buff, size_t size, int flags, bool onDevice);
   Status exchangeWindow(Window* w);
   Status deregisterWindow(Window* w);
   // The window behind a handle this communicator handed out (and has not taken back), else
@@ -327,6 +350,20 @@ class Communicator : public engine::Liveness {
   mutable std::mutex windowsMu_;
   std::vector<std::unique_ptr<Window>> windows_;
   uint64_t nextWindowId_ = 0;  // under windowsMu_
+  // One-sided calls' receiving side, opened with the first window, and the thread that
+  // serves it whenever no call of the application does (so that a put completes while
+  // its target computes, or waits on another communicator). The inbox outlives the
+  // endpoints its receives are posted on (see engine::Inbox).
+  Status openInbox();
+  void serveInbox();
+  void stopInboxServer();
+  Result<std::byte*> windowMemory(const engine::RmaHeader& h, int peer) const;
+  std::unique_ptr<engine::Inbox> inbox_;
+  Status inboxStatus_ = Status::Success;  // why the inbox could not open (under the drive mutex)
+  std::thread inboxServer_;
+  std::mutex inboxServerMu_;
+  std::condition_variable inboxServerCv_;
+  bool inboxStop_ = false;  // under inboxServerMu_
   tune::Context tuning_;
   // The ring the ring algorithms run on (TEMPO_RING_ORDER): ring_[p] is the rank at
   // position p; ringPos_ is this rank's position.

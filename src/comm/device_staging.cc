@@ -38,6 +38,8 @@ Extents extents(const Communicator& c, const CollArgs& a) {
       return e;
     }
     case CollKind::SendRecv: return {a.p2p == P2p::Send ? one : 0, a.p2p == P2p::Recv ? one : 0};
+    case CollKind::PutSignal: return {one, 0};  // the window is the target's (host memory: the API checks)
+    case CollKind::WaitSignal: return {};
   }
   return {};
 }

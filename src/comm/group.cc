@@ -1,6 +1,7 @@
 #include "src/comm/group.h"
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -29,6 +30,9 @@ struct GroupState {
   std::vector<engine::Engine*> engines;
   std::vector<CollArgs> p2p;
   std::vector<Communicator*> unique;  // the batch's communicators, each once, by address
+  // WaitSignal descriptors copied when the call is queued (NCCL reads them at the call;
+  // the caller's array may be gone by ncclGroupEnd). A deque: copies never move.
+  std::deque<std::vector<SignalWait>> waitCopies;
 };
 thread_local GroupState t_group;
 
@@ -58,7 +62,8 @@ Status driveBatch(std::span<const Item> items) {
   for (const Item& it : items) {
     if (!ok(first = it.comm->usable())) break;
     if (it.args.p2p != P2p::None) continue;
-    if (!ok(first = submit(it.comm.get(), it.comm->prepare(it.args)))) break;
+    const bool rma = it.args.coll == engine::CollKind::PutSignal || it.args.coll == engine::CollKind::WaitSignal;
+    if (!ok(first = submit(it.comm.get(), rma ? it.comm->prepareRma(it.args) : it.comm->prepare(it.args)))) break;
   }
   for (size_t i = 0; ok(first) && i < items.size(); ++i) {
     Communicator* c = items[i].comm.get();
@@ -152,6 +157,7 @@ struct AsyncBatch {
   std::vector<Item> items;
   std::vector<Communicator*> comms;
   std::vector<std::unique_ptr<size_t[]>> arrays;  // AllToAllv counts and displacements
+  std::vector<std::unique_ptr<SignalWait[]>> waits;  // WaitSignal descriptors
 };
 
 std::shared_ptr<AsyncBatch> copyBatch(std::span<const Item> items, std::span<Communicator* const> comms) {
@@ -159,6 +165,12 @@ std::shared_ptr<AsyncBatch> copyBatch(std::span<const Item> items, std::span<Com
   batch->comms.assign(comms.begin(), comms.end());
   batch->items.assign(items.begin(), items.end());
   for (Item& it : batch->items) {
+    if (it.args.coll == engine::CollKind::WaitSignal && it.args.nWaits > 0) {
+      auto* copy = new SignalWait[size_t(it.args.nWaits)];
+      std::copy(it.args.waits, it.args.waits + it.args.nWaits, copy);
+      batch->waits.emplace_back(copy);
+      it.args.waits = copy;
+    }
     if (it.args.coll != engine::CollKind::AllToAllv) continue;
     const size_t n = size_t(it.comm->nranks());
     for (const size_t** field : {&it.args.sendCounts, &it.args.sendDispls, &it.args.recvCounts, &it.args.recvDispls}) {
@@ -343,6 +355,12 @@ double predictBatchUs(std::span<const Item> items) {
   return longest;
 }
 
+// Forgets the group's calls (keeping the capacity for the next group).
+void dropCalls(GroupState& g) {
+  g.colls.clear();
+  g.waitCopies.clear();
+}
+
 // The outermost ncclGroupEnd (sim null) or ncclGroupSimulateEnd.
 Status endGroup(Simulation* sim) {
   GroupState& g = t_group;
@@ -355,25 +373,25 @@ Status endGroup(Simulation* sim) {
   Status err = g.error;
   g.error = Status::Success;
   if (!ok(err)) {
-    g.colls.clear();
+    dropCalls(g);
     return fail(err, "ncclGroupEnd: the group was abandoned because a call inside it failed");
   }
   if (sim && !sim->valid) {
-    g.colls.clear();
+    dropCalls(g);
     return fail(Status::InvalidArgument,
                 "ncclGroupSimulateEnd: simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER (wrong magic or "
                 "size); the group was abandoned");
   }
   const Status initStatus = inits.empty() ? Status::Success : runInits(inits);
   if (!ok(initStatus) && initStatus != Status::InProgress) {
-    g.colls.clear();
+    dropCalls(g);
     return initStatus;
   }
   if (g.colls.empty()) return initStatus;
   Status s = Status::Success;
   if (!sim) s = runBatch(g.colls);
   else if (initStatus != Status::InProgress) sim->us = predictBatchUs(g.colls);
-  g.colls.clear();  // keeps the capacity for the next group
+  dropCalls(g);
   return ok(s) ? initStatus : s;
 }
 
@@ -386,6 +404,10 @@ Status groupSimulateEnd(Simulation& sim) { return endGroup(&sim); }
 Status submitCollective(const Pin& c, const CollArgs& a) {
   if (inGroup()) {
     t_group.colls.push_back({c, a});
+    if (a.coll == engine::CollKind::WaitSignal && a.nWaits > 0) {
+      t_group.waitCopies.emplace_back(a.waits, a.waits + a.nWaits);
+      t_group.colls.back().args.waits = t_group.waitCopies.back().data();
+    }
     return Status::Success;
   }
   Item one{c, a};

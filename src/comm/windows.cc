@@ -16,6 +16,8 @@ struct Record {
   uint64_t size;
   int32_t flags;
   Verb verb;
+  uint32_t onDevice;
+  uint32_t pad;
 };
 
 const char* verbName(Verb v) {
@@ -24,11 +26,12 @@ const char* verbName(Verb v) {
 
 }  // namespace
 
-Result<Communicator::Window*> Communicator::newWindow(void* buff, size_t size, int flags) {
+Result<Communicator::Window*> Communicator::newWindow(void* buff, size_t size, int flags, bool onDevice) {
   auto w = std::make_unique<Window>();
   w->buff = buff;
   w->size = size;
   w->flags = flags;
+  w->onDevice = onDevice;
   std::lock_guard<std::mutex> lock(windowsMu_);
   w->id = nextWindowId_++;
   windows_.push_back(std::move(w));
@@ -52,7 +55,7 @@ Status Communicator::exchangeWindow(Window* w) {
   const std::string localWhy = ok(local) ? std::string() : lastErrorMessage();
 
   std::vector<Record> all(static_cast<size_t>(nranks_));
-  all[size_t(rank_)] = {w->id, w->size, w->flags, ok(local) ? Verb::Register : Verb::Failed};
+  all[size_t(rank_)] = {w->id, w->size, w->flags, ok(local) ? Verb::Register : Verb::Failed, w->onDevice, 0};
   const Deadline deadline = Deadline::afterSeconds(param::InitTimeout()).cancelledBy(&aborting_);
   Status st = boot_->allGather(std::as_writable_bytes(std::span(all)), sizeof(Record), deadline);
   if (ok(st) && !ok(local))
@@ -85,7 +88,18 @@ Status Communicator::exchangeWindow(Window* w) {
     return st;
   }
   w->sizes.resize(size_t(nranks_));
-  for (int r = 0; r < nranks_; ++r) w->sizes[size_t(r)] = all[size_t(r)].size;
+  w->devices.resize(size_t(nranks_));
+  for (int r = 0; r < nranks_; ++r) {
+    w->sizes[size_t(r)] = all[size_t(r)].size;
+    w->devices[size_t(r)] = all[size_t(r)].onDevice != 0;
+  }
+  {
+    // Every rank opens its inbox with its first window, so that puts can arrive from then
+    // on. A failure to open it leaves the window usable for collectives; the one-sided
+    // calls report it.
+    std::lock_guard<std::timed_mutex> drive(driveMu_);
+    if (!inbox_ && ok(inboxStatus_)) inboxStatus_ = openInbox();
+  }
   w->ready.store(true, std::memory_order_release);
   TEMPO_INFO(log::Alloc, "comm %p rank %d: window #%lu registered, %zu bytes at %p, flags 0x%x",
              static_cast<void*>(this), rank_, (unsigned long)w->id, w->size, w->buff, unsigned(w->flags));
@@ -96,7 +110,7 @@ Status Communicator::exchangeWindow(Window* w) {
 // window stays registered on every rank, and the call fails on all of them.
 Status Communicator::deregisterWindow(Window* w) {
   std::vector<Record> all(static_cast<size_t>(nranks_));
-  all[size_t(rank_)] = {w->id, w->size, w->flags, Verb::Deregister};
+  all[size_t(rank_)] = {w->id, w->size, w->flags, Verb::Deregister, w->onDevice, 0};
   const Deadline deadline = Deadline::afterSeconds(param::InitTimeout()).cancelledBy(&aborting_);
   TEMPO_TRY(boot_->allGather(std::as_writable_bytes(std::span(all)), sizeof(Record), deadline));
   for (int r = 0; r < nranks_; ++r) {
@@ -115,6 +129,59 @@ Status Communicator::deregisterWindow(Window* w) {
   std::lock_guard<std::mutex> lock(windowsMu_);
   std::erase_if(windows_, [&](const auto& x) { return x.get() == w; });
   return Status::Success;
+}
+
+Result<std::byte*> Communicator::windowMemory(const engine::RmaHeader& h, int peer) const {
+  std::lock_guard<std::mutex> lock(windowsMu_);
+  for (const auto& w : windows_) {
+    if (w->id != h.window) continue;
+    if (h.offset > w->size || h.bytes > w->size - h.offset)
+      return fail(Status::SystemError,
+                  "rank %d: a put from rank %d of %lu bytes at offset %lu runs past the end of window #%lu (%zu bytes)",
+                  rank_, peer, (unsigned long)h.bytes, (unsigned long)h.offset, (unsigned long)h.window, w->size);
+    return static_cast<std::byte*>(w->buff) + h.offset;
+  }
+  return fail(Status::SystemError, "rank %d: a put from rank %d names window #%lu, which this rank does not have",
+              rank_, peer, (unsigned long)h.window);
+}
+
+// Under the drive mutex.
+Status Communicator::openInbox() {
+  auto inbox = std::make_unique<engine::Inbox>();
+  inbox->resolve = [this](const engine::RmaHeader& h, int peer) { return windowMemory(h, peer); };
+  TEMPO_TRY(engine_->openInbox(inbox.get()));
+  inbox_ = std::move(inbox);
+  inboxServer_ = std::thread([this] { serveInbox(); });
+  return Status::Success;
+}
+
+// The inbox server: whenever the drive mutex is free (no call of the application is
+// driving the engine, which then serves the inbox itself), polls the transports and
+// serves the inbox; backs off from 20 us to 1 ms between polls while nothing arrives.
+void Communicator::serveInbox() {
+  constexpr int64_t kMinNapNs = 20'000, kMaxNapNs = 1'000'000;
+  int64_t napNs = kMinNapNs;
+  std::unique_lock<std::mutex> lock(inboxServerMu_);
+  while (!inboxStop_) {
+    lock.unlock();
+    int work = 0;
+    if (driveMu_.try_lock()) {
+      if (engine_->idle()) work = engine_->pollInbox();
+      driveMu_.unlock();
+    }
+    napNs = work ? kMinNapNs : std::min(napNs * 2, kMaxNapNs);
+    lock.lock();
+    if (!work) inboxServerCv_.wait_for(lock, std::chrono::nanoseconds(napNs), [this] { return inboxStop_; });
+  }
+}
+
+void Communicator::stopInboxServer() {
+  {
+    std::lock_guard<std::mutex> lock(inboxServerMu_);
+    inboxStop_ = true;
+  }
+  inboxServerCv_.notify_all();
+  if (inboxServer_.joinable()) inboxServer_.join();
 }
 
 }  // namespace tempo::comm

@@ -24,6 +24,7 @@ constexpr int64_t kLivenessCheckNs = 20 * 1000 * 1000;
 // carries the per-peer counter of its direction (23 bits); a telemetry exchange's has the
 // top bit, its number (23 bits) and bit 15 set.
 uint64_t tagOf(const Op& op, uint32_t msg) {
+  if (op.coll == CollKind::PutSignal) return kRmaTagBits | (msg & 1);
   if (op.internal) return kTelemetryTagBits | ((op.seq & 0x7fffff) << 16) | (msg & 0x7fff);
   if (op.p2p) return kP2pTagBit | (uint64_t(msg & 0x7fffff) << 16);
   return ((op.seq & 0x7fffff) << 16) | (msg & 0xffff);
@@ -49,6 +50,8 @@ const char* collName(CollKind k) {
     case CollKind::Gather: return "Gather";
     case CollKind::Scatter: return "Scatter";
     case CollKind::SendRecv: return "SendRecv";
+    case CollKind::PutSignal: return "PutSignal";
+    case CollKind::WaitSignal: return "WaitSignal";
   }
   return "?";
 }
@@ -73,6 +76,7 @@ Engine::Engine(int rank, int nranks, std::vector<std::vector<transport::Endpoint
   maxPosted_ = kMaxPosted;
   for (transport::Endpoint* ep : endpoints_) maxPosted_ = std::min(maxPosted_, ep->maxOutstanding());
   reqs_.resize(size_t(maxPosted_));
+  sideLimit_ = maxPosted_ / 2;
   sendBlocked_.assign(size_t(nranks), 0);
   freeReqs_.reserve(size_t(maxPosted_));
   for (int i = maxPosted_ - 1; i >= 0; --i) freeReqs_.push_back(uint16_t(i));
@@ -180,7 +184,7 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
       // slots with receives, and no rank could post the sends the others waited for.)
       bool isSend = s.kind == algo::StepKind::Send;
       int& posted = isSend ? postedSends_ : postedRecvs_;
-      if (freeReqs_.empty() || posted >= maxPosted_ / 2) return Start::NoSlots;
+      if (freeReqs_.empty() || posted >= sideLimit_) return Start::NoSlots;
       uint16_t slot = freeReqs_.back();
       freeReqs_.pop_back();
       transport::Request& req = reqs_[slot];
@@ -257,6 +261,7 @@ Engine::Start Engine::start(Op& op, uint32_t i) {
 }
 
 int Engine::advance(Op& op) {
+  if (op.coll == CollKind::WaitSignal) return advanceWait(op);
   if (op.plan.stagingBytes && !op.staging) {  // a lowered plan: its staging, once per op
     auto staging = deviceArena_ ? deviceArena_->reserve(op.plan.stagingBytes)
                                 : Result<std::byte*>(fail(Status::InternalError,
@@ -391,6 +396,7 @@ void Engine::finish(Op& op, Status s) {
       op.causeKnown = true;
     }
   }
+  if (ok(s) && op.rmaSelf && inbox_) ++inbox_->peers[size_t(rank_)].arrived;  // a put to self has landed
   if (ok(s) && op.bias) {
     const uint64_t elems = op.payloadBytes / dataTypeSize(op.type);
     kernels::reduce(op.output, op.output, op.bias, elems, op.type, op.op == RedOp::Avg ? RedOp::Sum : op.op);
@@ -497,6 +503,7 @@ int Engine::progress() {
   if (idle()) return 0;
   int work = 0;
   for (transport::Endpoint* ep : endpoints_) work += ep->progress();
+  if (inbox_) work += serveInbox();
   for (;;) {
     if (exchangeActive_) {  // runs between two ops; the next one waits for it
       work += advance(exchange_);
@@ -583,6 +590,7 @@ void Engine::abort(Status why, bool causeKnown) {
     exchangeActive_ = false;
   }
   exchangeDue_ = false;
+  if (inbox_ && ok(inbox_->failed)) inbox_->failed = failed_;  // its receives went with the endpoints
   for (int i = maxPosted_ - 1; i >= 0; --i) freeReqs_.push_back(uint16_t(i));
   while (!queue_.empty()) {
     Op& op = *queue_.front();
@@ -596,6 +604,122 @@ void Engine::abort(Status why, bool causeKnown) {
       pushRecord(op);
     }
   }
+}
+
+Status Engine::openInbox(Inbox* inbox) {
+  if (inbox_) return inbox_->failed;
+  if (!ok(failed_)) return failed_;
+  int limit = INT32_MAX;
+  for (transport::Endpoint* ep : endpoints_) limit = std::min(limit, ep->maxOutstanding());
+  // The inbox's receives count against the endpoints' limit too: the engine's own
+  // transfers make room for them where the two would not fit together. Opened between
+  // ops (under the drive mutex), when none of the engine's are posted.
+  constexpr int kMinSide = 8;
+  const int64_t need = 2 * int64_t(nranks_ - 1);
+  const int64_t side = std::min<int64_t>(sideLimit_, (int64_t(limit) - need) / 2);
+  if (side < kMinSide)
+    return tempo::fail(Status::InvalidUsage,
+                       "one-sided calls need %ld receives posted beside the engine's own transfers, and this "
+                       "communicator's transports allow %d in all: %d ranks are too many for them",
+                       long(need), limit, nranks_);
+  sideLimit_ = int(side);
+  inbox->peers = std::vector<Inbox::Peer>(size_t(nranks_));
+  inbox->failed = Status::Success;
+  inbox_ = inbox;
+  serveInbox();  // posts every peer's first header receive
+  return inbox_->failed;
+}
+
+int Engine::pollInbox() {
+  if (!inbox_ || !ok(inbox_->failed)) return 0;
+  int work = 0;
+  for (transport::Endpoint* ep : endpoints_) work += ep->progress();
+  return work + serveInbox();
+}
+
+int Engine::serveInbox() {
+  if (!ok(inbox_->failed)) return 0;
+  int work = 0;
+  for (int p = 0; p < nranks_ && ok(inbox_->failed); ++p)
+    while (p != rank_ && serveInboxPeer(p)) ++work;
+  return work;
+}
+
+// One stage of peer p's receives; false when it has to wait (or the inbox failed).
+bool Engine::serveInboxPeer(int p) {
+  Inbox::Peer& q = inbox_->peers[size_t(p)];
+  transport::Endpoint* ep = endpointFor(p);
+  auto failWith = [&](Status st) {
+    inbox_->failed = st;
+    return false;
+  };
+  switch (q.stage) {
+    case Inbox::Stage::PostHeader: {
+      q.header.reset();
+      const Status st = ep->irecv(p, kRmaTagBits, &q.hdr, sizeof q.hdr, &q.header);
+      if (st == Status::InProgress) return false;  // the transport is momentarily full
+      if (!ok(st)) return failWith(st);
+      q.stage = Inbox::Stage::Header;
+      return true;
+    }
+    case Inbox::Stage::Header: {
+      if (!q.header.done) return false;
+      if (!ok(q.header.status)) return failWith(q.header.status);
+      if (q.header.bytes != sizeof q.hdr || q.hdr.magic != kRmaMagic)
+        return failWith(tempo::fail(Status::SystemError,
+                                    "rank %d received a one-sided header of %zu bytes from rank %d that is not one",
+                                    rank_, q.header.bytes, p));
+      if (q.hdr.bytes == 0) {  // a signal alone
+        ++q.arrived;
+        q.stage = Inbox::Stage::PostHeader;
+        return true;
+      }
+      auto dst = inbox_->resolve ? inbox_->resolve(q.hdr, p)
+                                 : Result<std::byte*>(fail(Status::InternalError, "an inbox without windows"));
+      if (!dst.ok()) return failWith(dst.status());
+      q.dst = *dst;
+      q.stage = Inbox::Stage::PostData;
+      return true;
+    }
+    case Inbox::Stage::PostData: {
+      q.data.reset();
+      if (userRegions_.size() != 0) q.data.region = userRegions_.find(ep, q.dst, q.hdr.bytes);
+      const Status st = ep->irecv(p, kRmaTagBits | 1, q.dst, q.hdr.bytes, &q.data);
+      if (st == Status::InProgress) return false;
+      if (!ok(st)) return failWith(st);
+      q.stage = Inbox::Stage::Data;
+      return true;
+    }
+    case Inbox::Stage::Data:
+      if (!q.data.done) return false;
+      if (!ok(q.data.status)) return failWith(q.data.status);
+      if (q.data.bytes != q.hdr.bytes)
+        return failWith(tempo::fail(Status::SystemError,
+                                    "rank %d received %zu bytes of a put from rank %d whose header announced %lu",
+                                    rank_, q.data.bytes, p, (unsigned long)q.hdr.bytes));
+      ++q.arrived;
+      q.stage = Inbox::Stage::PostHeader;
+      return true;
+  }
+  return false;
+}
+
+int Engine::advanceWait(Op& op) {
+  if (!inbox_) {
+    finish(op, tempo::fail(Status::InternalError, "rank %d: ncclWaitSignal without an inbox", rank_));
+    return 1;
+  }
+  if (!ok(inbox_->failed)) {
+    finish(op, inbox_->failed);
+    return 1;
+  }
+  for (auto [peer, n] : op.rmaWaits) {
+    const Inbox::Peer& q = inbox_->peers[size_t(peer)];
+    if (q.arrived - q.consumed < n) return 0;
+  }
+  for (auto [peer, n] : op.rmaWaits) inbox_->peers[size_t(peer)].consumed += n;
+  finish(op, Status::Success);
+  return 1;
 }
 
 Status waitAll(std::span<Engine* const> engines) {

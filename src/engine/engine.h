@@ -19,7 +19,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "src/algo/fingerprint.h"
@@ -42,6 +44,10 @@ inline constexpr uint64_t kHandshakeTag = kP2pTagBit | 0xffff;
 // The skew telemetry exchange's messages: the p2p bit, the exchange's number, and this
 // bit in the low 16 (whose other bits number the message within the exchange).
 inline constexpr uint64_t kTelemetryTagBits = kP2pTagBit | 0x8000;
+// One-sided calls' messages (ncclPutSignal, ncclSignal): the p2p bit and bit 14, clear of
+// point-to-point tags (low 16 bits 0), telemetry's (bit 15) and the handshake's; this
+// alone tags a put's header, this | 1 its data.
+inline constexpr uint64_t kRmaTagBits = kP2pTagBit | 0x4000;
 
 enum class CollKind : uint8_t {
   AllReduce = 0,
@@ -54,6 +60,8 @@ enum class CollKind : uint8_t {
   Gather,
   Scatter,
   SendRecv,  // the point-to-point calls of one group on one communicator, as one op
+  PutSignal,   // ncclPutSignal / ncclSignal: a put into a peer's window and a signal
+  WaitSignal,  // ncclWaitSignal: done once the inbox holds the signals it waits for
 };
 const char* collName(CollKind k);
 
@@ -64,6 +72,41 @@ using pacing::PeerFlow;
 using pacing::PeerFlows;
 using pacing::kTiers;
 using pacing::tierName;
+
+// What a put tells its target (32 bytes): the window (numbered alike on every rank), the
+// byte offset in it, and the data's length (0: a signal alone). The data follows as a
+// message of its own.
+inline constexpr uint32_t kRmaMagic = 0x31414d52;  // "RMA1"
+struct RmaHeader {
+  uint32_t magic = kRmaMagic;
+  uint32_t reserved = 0;
+  uint64_t window = 0, offset = 0, bytes = 0;
+};
+static_assert(sizeof(RmaHeader) == 32);
+
+// The receiving side of one-sided calls on one communicator. Per peer, a receive is posted
+// at all times for the next put's header, then one for its data, straight into the window
+// memory the header names (resolve); then the peer's signal count rises, so that a wait
+// that sees the signal sees the data. Puts from one peer land in the order they were made.
+// The communicator owns it so that it outlives the endpoints its receives are posted on
+// (an endpoint may complete or cancel them as it closes); the engine serves it
+// (Engine::openInbox) under the communicator's drive mutex.
+struct Inbox {
+  enum class Stage : uint8_t { PostHeader, Header, PostData, Data };
+  struct Peer {
+    transport::Request header, data;
+    RmaHeader hdr;
+    std::byte* dst = nullptr;  // the data's destination (Stage::PostData, Data)
+    Stage stage = Stage::PostHeader;
+    uint64_t arrived = 0;      // signals received
+    uint64_t consumed = 0;     // signals taken by waits
+  };
+  std::vector<Peer> peers;
+  // Where a put's data goes: its window's memory at the offset, checked against the
+  // window's size. An error fails the inbox.
+  std::function<Result<std::byte*>(const RmaHeader& h, int peer)> resolve;
+  Status failed = Status::Success;  // set once: every later wait fails with it
+};
 
 // What the engine records about every collective (skew measurement builds on this).
 struct OpRecord {
@@ -175,6 +218,13 @@ struct Op {
   // in the engine's device arena (setDeviceArena), reserved when the op starts.
   std::byte* staging = nullptr;
 
+  // One-sided calls: a put's header (its plan's first send; a put to this rank copies and
+  // signals itself, rmaSelf); a wait's (peer, signals) pairs, one per peer, done when the
+  // inbox holds them all.
+  RmaHeader rmaHeader;
+  bool rmaSelf = false;
+  std::vector<std::pair<int, uint64_t>> rmaWaits;
+
   // Engine state.
   uint64_t seq = 0;
   int64_t notBefore = 0;        // pacing's entry gate: no step starts before this time
@@ -225,6 +275,8 @@ class Engine {
     if (exchangeActive_) return exchange_.record.tEnter;
     return queue_.empty() ? 0 : queue_.front()->record.tEnter;
   }
+  // The op in flight (null while idle or while the telemetry exchange runs).
+  const Op* activeOp() const { return exchangeActive_ || queue_.empty() ? nullptr : queue_.front(); }
   // The seq of the op in flight (the next collective's number while idle).
   uint64_t activeSeq() const { return queue_.empty() ? nextSeq_ : queue_.front()->seq; }
   // Whether the engine has failed; its endpoints are cancelled and every op errors.
@@ -271,6 +323,15 @@ class Engine {
   // and then polled through an event like a transfer. Set before submitting a lowered op;
   // the arena outlives the engine and is used by nothing else while the engine runs.
   void setDeviceArena(mem::StagingArena* arena) { deviceArena_ = arena; }
+  // One-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal): posts the inbox's
+  // receives, which stay posted for the engine's life; every rank opens its inbox with its
+  // first window. Fails when the endpoints cannot hold two more requests per peer beside
+  // the engine's own.
+  Status openInbox(Inbox* inbox);
+  bool inboxOpen() const { return inbox_ != nullptr; }
+  // Polls the transports and serves the inbox while no op runs (the communicator's inbox
+  // server, under its drive mutex). Returns the work done.
+  int pollInbox();
   // Whether device steps are in flight (they complete without waking a transport).
   bool deviceBusy() const { return freeEvents_.size() != deviceEvents_.size(); }
   ~Engine();
@@ -295,6 +356,11 @@ class Engine {
   bool deviceDone(uint16_t slot, Status* st);
   void drainDevice();
   void finish(Op& op, Status s);
+  // The inbox's receives: advance every peer's as far as they go; the work done.
+  int serveInbox();
+  bool serveInboxPeer(int peer);
+  // A wait op: done (consuming its signals) once they have all arrived.
+  int advanceWait(Op& op);
   // The time the op's next spread send may start (injection).
   static int64_t nextInjection(const Op& op);
   std::byte* resolve(const Op& op, const algo::Loc& loc) const;
@@ -337,6 +403,7 @@ class Engine {
   std::vector<transport::Request> reqs_;
   std::vector<uint16_t> freeReqs_;
   int postedSends_ = 0, postedRecvs_ = 0;  // of the data path's transfers (start())
+  int sideLimit_ = 0;  // the most of either (half the slots, fewer once the inbox takes some)
   mem::StagingArena* deviceArena_ = nullptr;
   std::vector<void*> deviceEvents_;  // by slot; null when free
   std::vector<uint16_t> freeEvents_;
@@ -360,6 +427,7 @@ class Engine {
   std::vector<uint64_t> exchangeIn_, exchangeOut_;
   uint64_t exchanges_ = 0;
   bool exchangeDue_ = false, exchangeActive_ = false;
+  Inbox* inbox_ = nullptr;  // one-sided calls' receiving side, once opened (not owned)
 };
 
 // Drives `engines` until each is idle (or failed), backing off when there is no work:

@@ -177,10 +177,6 @@ TEST(BadUsage, DestroyedCommunicatorIsDetected) {
   EXPECT_NCCL_ERROR(ncclCommDestroy(c), ncclInvalidUsage, "not a live communicator");
 }
 
-TEST(BadUsage, NotYetImplementedFunctionsSaySo) {
-  EXPECT_NCCL_ERROR(ncclSignal(1, 0, 0, 0, nullptr, nullptr), ncclInvalidUsage, "not implemented yet");
-}
-
 // The collectives beyond all-reduce: each bad argument gets its code and a message naming it.
 TEST(BadArguments, RootedAndPeeredCallsCheckRootPeerAndBuffers) {
   CommWorld w(2, "loopback");
