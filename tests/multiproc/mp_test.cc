@@ -175,6 +175,20 @@ INSTANTIATE_TEST_SUITE_P(All, MultiProcessCollectives,
                                            ),
                          caseName);
 
+// One-sided calls between processes: every rank puts into every rank's window, and a put
+// completes while its target is outside the library.
+TEST(MultiProcessOneSided, PutsLandAndNeverWaitForTheTargetsNextCall) {
+#ifdef TEMPO_MP_UCX
+  const char* transports[] = {"shm", "ofi_shm", "tcp", "ucx", "routed"};
+#else
+  const char* transports[] = {"shm", "ofi_shm", "tcp"};
+#endif
+  for (const char* transport : transports) {
+    SCOPED_TRACE(transport);
+    expectAllSucceed(runWorkers(3, envFor(Case{transport, 3, "", ""}, "onesided"), 120));
+  }
+}
+
 // Every transport built, for the fault cases.
 std::vector<const char*> faultTransports() {
 #ifdef TEMPO_MP_UCX

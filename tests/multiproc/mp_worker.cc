@@ -36,10 +36,17 @@
 //           connections in the kernel but answers none). With TEMPO_PEER_TIMEOUT=T both
 //           inits must fail with ncclRemoteError within T + 2 s of their start. A child of
 //           the stopped rank kills it T + 4 s after it started.
+//   onesided  every rank registers a window, puts a pattern of its own into every rank's
+//           window (its own included) at an offset of its own, signals, and waits for every
+//           rank's two signals; every window must then hold every rank's pattern. Then rank
+//           0 puts 8 MiB into the last rank's window while that rank sleeps 1 s outside the
+//           library: the put must have returned before the sleeper calls again (times on
+//           CLOCK_MONOTONIC, compared after an all-reduce).
 // Diagnostics go to stderr prefixed with the rank.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -483,6 +490,63 @@ int faultStream(ncclComm_t comm) {
   return wrong == 0 && (!mustFail || r != ncclSuccess) ? 0 : 1;
 }
 
+uint8_t onesidedPattern(int writer, size_t i) { return uint8_t(writer * 29 + i * 7 + (i >> 10)); }
+
+int onesided(ncclComm_t comm) {
+  using Clock = std::chrono::steady_clock;
+  constexpr size_t kBlock = (size_t(1) << 20) + 13;  // past every transport's eager limit, and odd
+  constexpr size_t kLarge = size_t(8) << 20;
+  std::vector<uint8_t> window(std::max(kBlock * size_t(g_size), kLarge));
+  ncclWindow_t win = nullptr;
+  CHECK_NCCL(ncclCommWindowRegister(comm, window.data(), window.size(), &win, NCCL_WIN_DEFAULT));
+  std::vector<uint8_t> mine(kBlock);
+  for (size_t i = 0; i < kBlock; ++i) mine[i] = onesidedPattern(g_rank, i);
+  for (int t = 0; t < g_size; ++t)
+    CHECK_NCCL(ncclPutSignal(mine.data(), kBlock, ncclUint8, t, win, size_t(g_rank) * kBlock, 0, 0, 0, comm, nullptr));
+  for (int t = 0; t < g_size; ++t) CHECK_NCCL(ncclSignal(t, 0, 0, 0, comm, nullptr));
+  std::vector<ncclWaitSignalDesc_t> descs;
+  for (int p = 0; p < g_size; ++p) descs.push_back({2, p, 0, 0});
+  CHECK_NCCL(ncclWaitSignal(g_size, descs.data(), comm, nullptr));
+  for (int p = 0; p < g_size; ++p)
+    for (size_t i = 0; i < kBlock; ++i)
+      if (window[size_t(p) * kBlock + i] != onesidedPattern(p, i)) {
+        fprintf(stderr, "[rank %d] byte %zu of rank %d's put is wrong\n", g_rank, i, p);
+        return 1;
+      }
+  // Everyone has read its window before rank 0 overwrites the last rank's.
+  float x = 0;
+  CHECK_NCCL(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, nullptr));
+
+  // A put whose target is outside the library for 1 s.
+  const int target = g_size - 1;
+  double times[2] = {0, 0};  // [0]: when rank 0's put returned, [1]: when the target called again
+  auto now = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
+  if (g_size > 1 && g_rank == 0) {
+    std::vector<uint8_t> big(kLarge, 0xa5);
+    CHECK_NCCL(ncclPutSignal(big.data(), kLarge, ncclUint8, target, win, 0, 0, 0, 0, comm, nullptr));
+    times[0] = now();
+  }
+  if (g_size > 1 && g_rank == target) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    times[1] = now();
+    ncclWaitSignalDesc_t one{1, 0, 0, 0};
+    CHECK_NCCL(ncclWaitSignal(1, &one, comm, nullptr));
+  }
+  CHECK_NCCL(ncclAllReduce(times, times, 2, ncclFloat64, ncclMax, comm, nullptr));
+  if (g_size > 1 && times[0] >= times[1]) {
+    fprintf(stderr, "[rank %d] the put returned %.3f s after its target called again\n", g_rank, times[0] - times[1]);
+    return 1;
+  }
+  if (g_rank == target && g_size > 1 && (window[0] != 0xa5 || window[kLarge - 1] != 0xa5)) {
+    fprintf(stderr, "[rank %d] the large put did not land\n", g_rank);
+    return 1;
+  }
+  fprintf(stderr, "[rank %d] one-sided calls exact; the put returned %.3f s before its target called again\n", g_rank,
+          times[1] - times[0]);
+  CHECK_NCCL(ncclCommWindowDeregister(comm, win));
+  return 0;
+}
+
 }  // namespace
 
 int main() {
@@ -511,6 +575,7 @@ int main() {
   int failures = mode == "memory"        ? memory(comm, rss0)
                  : mode == "collectives" ? collectives(comm)
                  : mode == "skew"        ? skew(comm)
+                 : mode == "onesided"    ? onesided(comm)
                                          : matrix(comm);
   CHECK_NCCL(ncclCommFinalize(comm));
   CHECK_NCCL(ncclCommDestroy(comm));
