@@ -26,37 +26,6 @@ ncclConfig_t nonblockingConfig() {
   return cfg;
 }
 
-// Polls ncclCommGetAsyncError until the operation in flight is done (bounded, so that a
-// bug fails the test instead of hanging it).
-ncclResult_t waitDone(ncclComm_t c) {
-  const auto until = Clock::now() + std::chrono::seconds(60);
-  ncclResult_t state = ncclInProgress;
-  while (state == ncclInProgress && Clock::now() < until) {
-    if (ncclResult_t e = ncclCommGetAsyncError(c, &state); e != ncclSuccess) return e;
-    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return state;
-}
-
-// nranks nonblocking communicators over loopback, initialised from this one thread.
-struct NonblockingWorld {
-  explicit NonblockingWorld(int n) : comms(size_t(n), nullptr) {
-    selectTransport("loopback");
-    ncclUniqueId id;
-    EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-    ncclConfig_t cfg = nonblockingConfig();
-    for (int r = 0; r < n; ++r)
-      EXPECT_EQ(ncclCommInitRankConfig(&comms[size_t(r)], n, id, r, &cfg), ncclInProgress);
-    for (int r = 0; r < n; ++r) EXPECT_EQ(waitDone(comms[size_t(r)]), ncclSuccess) << ncclGetLastError(comms[size_t(r)]);
-  }
-  ~NonblockingWorld() {
-    for (ncclComm_t c : comms)
-      if (c) ncclCommDestroy(c);
-    param::overrideForTest(param::Id::Transport, nullptr);
-  }
-  std::vector<ncclComm_t> comms;
-};
-
 TEST(Nonblocking, InitAndCollectivesReturnInProgressThenComplete) {
   constexpr int kRanks = 3;
   NonblockingWorld w(kRanks);
@@ -76,7 +45,7 @@ TEST(Nonblocking, InitAndCollectivesReturnInProgressThenComplete) {
   for (int r = 1; r < kRanks; ++r)
     ASSERT_EQ(ncclAllReduce(&x[size_t(r * 64)], &x[size_t(r * 64)], 64, ncclFloat32, ncclSum, w.comms[size_t(r)], nullptr),
               ncclInProgress);
-  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(waitDone(w.comms[size_t(r)]), ncclSuccess) << ncclGetLastError(w.comms[size_t(r)]);
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(waitAsync(w.comms[size_t(r)]), ncclSuccess) << ncclGetLastError(w.comms[size_t(r)]);
   for (int r = 0; r < kRanks; ++r)
     for (int i = 0; i < 64; ++i) ASSERT_EQ(x[size_t(r * 64 + i)], float(0 + 1 + 2 + 3 * i)) << "rank " << r << " i " << i;
 }
@@ -90,7 +59,7 @@ TEST(Nonblocking, GroupEndReturnsInProgressForEveryCommunicatorInIt) {
   for (int r = 0; r < kRanks; ++r)
     ASSERT_EQ(ncclAllGather(&in[size_t(r)], &out[size_t(r * kRanks)], 1, ncclInt32, w.comms[size_t(r)], nullptr), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclInProgress);
-  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(waitDone(w.comms[size_t(r)]), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(waitAsync(w.comms[size_t(r)]), ncclSuccess);
   for (int r = 0; r < kRanks; ++r)
     for (int j = 0; j < kRanks; ++j) EXPECT_EQ(out[size_t(r * kRanks + j)], 10 * j);
 }
@@ -108,7 +77,7 @@ TEST(Nonblocking, BlockingAndNonblockingCommunicatorsCannotShareAGroup) {
   // Both still work on their own.
   EXPECT_EQ(ncclAllReduce(&y, &y, 1, ncclFloat32, ncclSum, b[0], nullptr), ncclSuccess);
   EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, nb.comms[0], nullptr), ncclInProgress);
-  EXPECT_EQ(waitDone(nb.comms[0]), ncclSuccess);
+  EXPECT_EQ(waitAsync(nb.comms[0]), ncclSuccess);
 }
 
 TEST(Nonblocking, SplitAndFinalizeAreAsynchronousToo) {
@@ -119,8 +88,8 @@ TEST(Nonblocking, SplitAndFinalizeAreAsynchronousToo) {
     ASSERT_EQ(ncclCommSplit(w.comms[size_t(r)], r % 2, r, &child[size_t(r)], nullptr), ncclInProgress);
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_NE(child[size_t(r)], nullptr);
-    ASSERT_EQ(waitDone(w.comms[size_t(r)]), ncclSuccess);
-    ASSERT_EQ(waitDone(child[size_t(r)]), ncclSuccess) << ncclGetLastError(child[size_t(r)]);
+    ASSERT_EQ(waitAsync(w.comms[size_t(r)]), ncclSuccess);
+    ASSERT_EQ(waitAsync(child[size_t(r)]), ncclSuccess) << ncclGetLastError(child[size_t(r)]);
     int rank = -1;
     ASSERT_EQ(ncclCommUserRank(child[size_t(r)], &rank), ncclSuccess);
     EXPECT_EQ(rank, r / 2);
@@ -128,7 +97,7 @@ TEST(Nonblocking, SplitAndFinalizeAreAsynchronousToo) {
   // Finalize answers InProgress and completes; destroy after it releases everything.
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ncclCommFinalize(child[size_t(r)]), ncclInProgress);
   for (int r = 0; r < kRanks; ++r) {
-    EXPECT_EQ(waitDone(child[size_t(r)]), ncclSuccess);
+    EXPECT_EQ(waitAsync(child[size_t(r)]), ncclSuccess);
     EXPECT_EQ(ncclCommDestroy(child[size_t(r)]), ncclSuccess);
   }
 }
@@ -144,8 +113,8 @@ TEST(Nonblocking, ShrinkAndGrowAreAsynchronous) {
     ASSERT_EQ(ncclCommShrink(w.comms[size_t(r)], excluded, 1, &shrunk[size_t(r)], nullptr, NCCL_SHRINK_DEFAULT),
               ncclInProgress);
   for (int r : {0, 2}) {
-    ASSERT_EQ(waitDone(w.comms[size_t(r)]), ncclSuccess);
-    ASSERT_EQ(waitDone(shrunk[size_t(r)]), ncclSuccess) << ncclGetLastError(shrunk[size_t(r)]);
+    ASSERT_EQ(waitAsync(w.comms[size_t(r)]), ncclSuccess);
+    ASSERT_EQ(waitAsync(shrunk[size_t(r)]), ncclSuccess) << ncclGetLastError(shrunk[size_t(r)]);
     int n = 0;
     ASSERT_EQ(ncclCommCount(shrunk[size_t(r)], &n), ncclSuccess);
     EXPECT_EQ(n, 2);
@@ -158,7 +127,7 @@ TEST(Nonblocking, ShrinkAndGrowAreAsynchronous) {
   std::thread newcomer([&] { joined = ncclCommGrow(nullptr, kRanks, &id, 2, &grown[2], nullptr); });
   ASSERT_EQ(ncclCommGrow(shrunk[0], kRanks, &id, -1, &grown[0], nullptr), ncclInProgress);
   ASSERT_EQ(ncclCommGrow(shrunk[2], kRanks, nullptr, -1, &grown[1], nullptr), ncclInProgress);
-  for (int r : {0, 1}) ASSERT_EQ(waitDone(grown[size_t(r)]), ncclSuccess) << ncclGetLastError(grown[size_t(r)]);
+  for (int r : {0, 1}) ASSERT_EQ(waitAsync(grown[size_t(r)]), ncclSuccess) << ncclGetLastError(grown[size_t(r)]);
   newcomer.join();
   ASSERT_EQ(joined, ncclSuccess);
   for (int r = 0; r < kRanks; ++r) {
@@ -177,7 +146,7 @@ TEST(Nonblocking, SplitOfABlockingParentWithANonblockingConfig) {
   ncclConfig_t cfg = nonblockingConfig();
   std::vector<ncclComm_t> child(kRanks, nullptr);
   for (int r = 0; r < kRanks; ++r) ASSERT_EQ(ncclCommSplit(w[r], 0, 0, &child[size_t(r)], &cfg), ncclInProgress);
-  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(waitDone(child[size_t(r)]), ncclSuccess) << ncclGetLastError(child[size_t(r)]);
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(waitAsync(child[size_t(r)]), ncclSuccess) << ncclGetLastError(child[size_t(r)]);
   // The parent stayed blocking and usable.
   float x[kRanks] = {1, 2};
   auto res = w.onThreads([&](int r) { return ncclAllReduce(&x[r], &x[r], 1, ncclFloat32, ncclSum, w[r], nullptr); });
@@ -250,7 +219,7 @@ TEST(Abort, NonblockingCollectiveInFlight) {
   w.comms[0] = nullptr;
   float y = 2;
   ncclResult_t peer = ncclAllReduce(&y, &y, 1, ncclFloat32, ncclSum, w.comms[1], nullptr);
-  if (peer == ncclInProgress) peer = waitDone(w.comms[1]);
+  if (peer == ncclInProgress) peer = waitAsync(w.comms[1]);
   EXPECT_NE(peer, ncclSuccess);
 }
 

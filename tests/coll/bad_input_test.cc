@@ -13,13 +13,6 @@
 namespace tempo::testing {
 namespace {
 
-// Expects `call` to return `code` and ncclGetLastError to mention `needle`.
-#define EXPECT_NCCL_ERROR(call, code, needle)                                        \
-  do {                                                                               \
-    EXPECT_EQ((call), (code));                                                       \
-    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find(needle), std::string::npos) \
-        << "last error: " << ncclGetLastError(nullptr);                              \
-  } while (0)
 
 class BadInput : public ::testing::Test {
  protected:

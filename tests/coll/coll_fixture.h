@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
@@ -37,6 +38,55 @@ inline std::vector<ncclResult_t> runOnThreads(int n, const std::function<ncclRes
   for (auto& t : threads) t.join();
   return res;
 }
+
+// Expects `call` to return `code` and ncclGetLastError to mention `needle`.
+#define EXPECT_NCCL_ERROR(call, code, needle)                                        \
+  do {                                                                               \
+    EXPECT_EQ((call), (code));                                                       \
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find(needle), std::string::npos) \
+        << "last error: " << ncclGetLastError(nullptr);                              \
+  } while (0)
+
+// Polls ncclCommGetAsyncError until the communicator's operation in progress is done, and
+// returns how it ended (bounded, so that a bug fails the test instead of hanging it).
+inline ncclResult_t waitAsync(ncclComm_t c) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress && std::chrono::steady_clock::now() < until) {
+    if (ncclResult_t e = ncclCommGetAsyncError(c, &state); e != ncclSuccess) return e;
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return state;
+}
+
+// nranks nonblocking communicators (config.blocking = 0) over the in-process loopback
+// transport, initialised from this one thread and waited for; destroyed with it.
+struct NonblockingWorld {
+  explicit NonblockingWorld(int n) : comms(size_t(n), nullptr) {
+    selectTransport("loopback");
+    ncclUniqueId id;
+    EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(ncclCommInitRankConfig(&comms[size_t(r)], n, id, r, &cfg), ncclInProgress);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(waitAsync(comms[size_t(r)]), ncclSuccess) << ncclGetLastError(comms[size_t(r)]);
+  }
+  ~NonblockingWorld() {
+    for (ncclComm_t c : comms)
+      if (c) ncclCommDestroy(c);
+    param::overrideForTest(param::Id::Transport, nullptr);
+  }
+  ncclComm_t operator[](int r) const { return comms[size_t(r)]; }
+  // Waits for every rank's operation in progress; the first that did not succeed.
+  ncclResult_t waitAll() const {
+    ncclResult_t first = ncclSuccess;
+    for (ncclComm_t c : comms)
+      if (ncclResult_t e = waitAsync(c); first == ncclSuccess) first = e;
+    return first;
+  }
+  std::vector<ncclComm_t> comms;
+};
 
 class CommWorld {
  public:

@@ -212,33 +212,16 @@ TEST(CommWindow, BadArgumentsAreRefusedBeforeAnyExchange) {
 }
 
 TEST(CommWindow, ANonblockingCommunicatorRegistersOnItsWorker) {
-  param::overrideForTest(param::Id::Transport, "loopback");
-  std::vector<ncclComm_t> comms(2);
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;
-  auto waitDone = [](ncclComm_t c) {
-    ncclResult_t st = ncclInProgress;
-    while (st == ncclInProgress) ASSERT_EQ(ncclCommGetAsyncError(c, &st), ncclSuccess);
-    ASSERT_EQ(st, ncclSuccess) << ncclGetLastError(nullptr);
-  };
-  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < 2; ++r) ncclCommInitRankConfig(&comms[r], 2, id, r, &cfg);
-  ASSERT_EQ(ncclGroupEnd(), ncclInProgress);
-  for (ncclComm_t c : comms) waitDone(c);
+  NonblockingWorld w(2);
   std::vector<std::vector<float>> bufs(2, std::vector<float>(32));
   std::vector<ncclWindow_t> wins(2);
-  for (int r = 0; r < 2; ++r)
-    ASSERT_EQ(ncclCommWindowRegister(comms[r], bufs[r].data(), 128, &wins[r], 0), ncclInProgress);
-  for (ncclComm_t c : comms) waitDone(c);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommWindowRegister(w[r], bufs[r].data(), 128, &wins[r], 0), ncclInProgress);
+  ASSERT_EQ(w.waitAll(), ncclSuccess) << ncclGetLastError(nullptr);
   void* user = nullptr;
-  ASSERT_EQ(ncclWinGetUserPtr(comms[1], wins[1], &user), ncclSuccess);
+  ASSERT_EQ(ncclWinGetUserPtr(w[1], wins[1], &user), ncclSuccess);
   EXPECT_EQ(user, bufs[1].data());
-  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommWindowDeregister(comms[r], wins[r]), ncclInProgress);
-  for (ncclComm_t c : comms) waitDone(c);
-  for (ncclComm_t c : comms) ASSERT_EQ(ncclCommDestroy(c), ncclSuccess);
-  param::overrideForTest(param::Id::Transport, nullptr);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommWindowDeregister(w[r], wins[r]), ncclInProgress);
+  ASSERT_EQ(w.waitAll(), ncclSuccess) << ncclGetLastError(nullptr);
 }
 
 }  // namespace

@@ -18,12 +18,6 @@
 namespace tempo::testing {
 namespace {
 
-#define EXPECT_NCCL_ERROR(call, code, needle)                                        \
-  do {                                                                               \
-    EXPECT_EQ((call), (code));                                                       \
-    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find(needle), std::string::npos) \
-        << "last error: " << ncclGetLastError(nullptr);                              \
-  } while (0)
 
 // A byte pattern that names its writer and position.
 uint8_t pattern(int writer, size_t i) { return uint8_t(writer * 37 + i * 11 + (i >> 8)); }
@@ -231,34 +225,19 @@ INSTANTIATE_TEST_SUITE_P(Libfabric, OneSided,
 // On nonblocking communicators one-sided calls return ncclInProgress and run on each
 // communicator's worker, in order with its other calls.
 TEST(OneSidedNonblocking, PutsAndWaitsRunOnTheWorkers) {
-  param::overrideForTest(param::Id::Transport, "loopback");
-  std::vector<ncclComm_t> comms(2);
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;
-  auto waitDone = [](ncclComm_t c) {
-    ncclResult_t st = ncclInProgress;
-    while (st == ncclInProgress) ASSERT_EQ(ncclCommGetAsyncError(c, &st), ncclSuccess);
-    ASSERT_EQ(st, ncclSuccess) << ncclGetLastError(nullptr);
-  };
-  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < 2; ++r) ncclCommInitRankConfig(&comms[r], 2, id, r, &cfg);
-  ASSERT_EQ(ncclGroupEnd(), ncclInProgress);
-  for (ncclComm_t c : comms) waitDone(c);
+  NonblockingWorld w(2);
   std::vector<std::vector<uint8_t>> mem(2, std::vector<uint8_t>(1 << 16));
   std::vector<ncclWindow_t> wins(2);
-  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommWindowRegister(comms[r], mem[r].data(), mem[r].size(), &wins[r], 0), ncclInProgress);
-  for (ncclComm_t c : comms) waitDone(c);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclCommWindowRegister(w[r], mem[r].data(), mem[r].size(), &wins[r], 0), ncclInProgress);
+  ASSERT_EQ(w.waitAll(), ncclSuccess) << ncclGetLastError(nullptr);
   std::vector<uint8_t> src(1 << 16, 0x42);
-  ASSERT_EQ(waitFor(comms[1], 0, 1), ncclInProgress);
-  ASSERT_EQ(ncclPutSignal(src.data(), src.size(), ncclUint8, 1, wins[0], 0, 0, 0, 0, comms[0], nullptr), ncclInProgress);
-  for (ncclComm_t c : comms) waitDone(c);
+  ASSERT_EQ(waitFor(w[1], 0, 1), ncclInProgress);
+  ASSERT_EQ(ncclPutSignal(src.data(), src.size(), ncclUint8, 1, wins[0], 0, 0, 0, 0, w[0], nullptr), ncclInProgress);
+  ASSERT_EQ(w.waitAll(), ncclSuccess) << ncclGetLastError(nullptr);
   EXPECT_EQ(mem[1][4242], 0x42);
-  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommWindowDeregister(comms[r], wins[r]), ncclInProgress);
-  for (ncclComm_t c : comms) waitDone(c);
-  for (ncclComm_t c : comms) ASSERT_EQ(ncclCommDestroy(c), ncclSuccess);
-  param::overrideForTest(param::Id::Transport, nullptr);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommWindowDeregister(w[r], wins[r]), ncclInProgress);
+  ASSERT_EQ(w.waitAll(), ncclSuccess) << ncclGetLastError(nullptr);
 }
 
 // ---- Misuse ----

@@ -16,12 +16,6 @@
 namespace tempo::testing {
 namespace {
 
-#define EXPECT_NCCL_ERROR(call, code, needle)                                        \
-  do {                                                                               \
-    EXPECT_EQ((call), (code));                                                       \
-    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find(needle), std::string::npos) \
-        << "last error: " << ncclGetLastError(nullptr);                              \
-  } while (0)
 
 // Sets a parameter for the duration of a test.
 struct ScopedParam {
