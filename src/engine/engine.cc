@@ -22,7 +22,8 @@ constexpr int64_t kLivenessCheckNs = 20 * 1000 * 1000;
 // Tag of one message (40 bits): a collective's is its sequence number (23 bits) and the
 // message index within it (16 bits); a point-to-point message's has the top bit set and
 // carries the per-peer counter of its direction (23 bits); a telemetry exchange's has the
-// top bit, its number (23 bits) and bit 15 set.
+// top bit, its number (23 bits) and bit 15 set; a one-sided put's is kRmaTagBits (its
+// header) or kRmaTagBits | 1 (its data), in order per peer, as the inbox receives them.
 uint64_t tagOf(const Op& op, uint32_t msg) {
   if (op.coll == CollKind::PutSignal) return kRmaTagBits | (msg & 1);
   if (op.internal) return kTelemetryTagBits | ((op.seq & 0x7fffff) << 16) | (msg & 0x7fff);
@@ -627,7 +628,9 @@ Status Engine::openInbox(Inbox* inbox) {
   inbox->failed = Status::Success;
   inbox_ = inbox;
   serveInbox();  // posts every peer's first header receive
-  return inbox_->failed;
+  for (const Inbox::Peer& q : inbox->peers)
+    if (q.stage == Inbox::Stage::Failed) return q.status;
+  return Status::Success;
 }
 
 int Engine::pollInbox() {
@@ -640,7 +643,7 @@ int Engine::pollInbox() {
 int Engine::serveInbox() {
   if (!ok(inbox_->failed)) return 0;
   int work = 0;
-  for (int p = 0; p < nranks_ && ok(inbox_->failed); ++p)
+  for (int p = 0; p < nranks_; ++p)
     while (p != rank_ && serveInboxPeer(p)) ++work;
   return work;
 }
@@ -650,7 +653,8 @@ bool Engine::serveInboxPeer(int p) {
   Inbox::Peer& q = inbox_->peers[size_t(p)];
   transport::Endpoint* ep = endpointFor(p);
   auto failWith = [&](Status st) {
-    inbox_->failed = st;
+    q.status = st;
+    q.stage = Inbox::Stage::Failed;
     return false;
   };
   switch (q.stage) {
@@ -700,6 +704,8 @@ bool Engine::serveInboxPeer(int p) {
       ++q.arrived;
       q.stage = Inbox::Stage::PostHeader;
       return true;
+    case Inbox::Stage::Failed:
+      return false;
   }
   return false;
 }
@@ -715,7 +721,10 @@ int Engine::advanceWait(Op& op) {
   }
   for (auto [peer, n] : op.rmaWaits) {
     const Inbox::Peer& q = inbox_->peers[size_t(peer)];
-    if (q.arrived - q.consumed < n) return 0;
+    if (q.arrived - q.consumed >= n) continue;
+    if (q.stage != Inbox::Stage::Failed) return 0;
+    finish(op, q.status);  // the signals it waits for can no longer come
+    return 1;
   }
   for (auto [peer, n] : op.rmaWaits) inbox_->peers[size_t(peer)].consumed += n;
   finish(op, Status::Success);

@@ -92,20 +92,24 @@ static_assert(sizeof(RmaHeader) == 32);
 // (an endpoint may complete or cancel them as it closes); the engine serves it
 // (Engine::openInbox) under the communicator's drive mutex.
 struct Inbox {
-  enum class Stage : uint8_t { PostHeader, Header, PostData, Data };
+  enum class Stage : uint8_t { PostHeader, Header, PostData, Data, Failed };
   struct Peer {
     transport::Request header, data;
     RmaHeader hdr;
     std::byte* dst = nullptr;  // the data's destination (Stage::PostData, Data)
     Stage stage = Stage::PostHeader;
+    Status status = Status::Success;  // why this peer's receives stopped (Stage::Failed)
     uint64_t arrived = 0;      // signals received
     uint64_t consumed = 0;     // signals taken by waits
   };
   std::vector<Peer> peers;
   // Where a put's data goes: its window's memory at the offset, checked against the
-  // window's size. An error fails the inbox.
+  // window's size. An error stops that peer's receives.
   std::function<Result<std::byte*>(const RmaHeader& h, int peer)> resolve;
-  Status failed = Status::Success;  // set once: every later wait fails with it
+  // Set once, when the engine failed and its endpoints took every receive with them: every
+  // later wait fails with it. A failure of one peer's receives (that peer gone, a put that
+  // does not fit) fails only the waits for that peer's signals.
+  Status failed = Status::Success;
 };
 
 // What the engine records about every collective (skew measurement builds on this).

@@ -212,6 +212,38 @@ TEST_P(OneSided, OneThreadDrivesAPutAndItsWaitInOneGroup) {
   EXPECT_EQ(win.mem(1)[12345], 0x77);
 }
 
+// A rank that destroys its communicator takes its connections with it; the others' puts
+// and waits between themselves go on (only waits for the departed rank's signals could fail).
+TEST_P(OneSided, ARankThatLeavesDoesNotStopTheOthers) {
+  if (nranks() < 3) GTEST_SKIP() << "needs two ranks that stay";
+  selectTransport(transport());
+  const int n = nranks();
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
+  ASSERT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+  std::vector<std::vector<uint8_t>> mem(static_cast<size_t>(n), std::vector<uint8_t>(1 << 20));
+  std::vector<ncclWindow_t> wins(static_cast<size_t>(n));
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; ++r) ncclCommWindowRegister(comms[r], mem[r].data(), mem[r].size(), &wins[r], 0);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  const int gone = n - 1;
+  ASSERT_EQ(ncclCommFinalize(comms[gone]), ncclSuccess);
+  ASSERT_EQ(ncclCommDestroy(comms[gone]), ncclSuccess);
+  std::vector<uint8_t> src(1 << 20, 0x3c);
+  for (int round = 0; round < 3; ++round) {
+    auto res = runOnThreads(2, [&](int r) {
+      ncclResult_t e = ncclPutSignal(src.data(), src.size(), ncclUint8, 1 - r, wins[r], 0, 0, 0, 0, comms[r], nullptr);
+      return e != ncclSuccess ? e : waitFor(comms[r], 1 - r, 1);
+    });
+    ASSERT_EQ(res[0], ncclSuccess) << ncclGetLastError(nullptr);
+    ASSERT_EQ(res[1], ncclSuccess) << ncclGetLastError(nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the departure has time to show
+  }
+  EXPECT_EQ(mem[0][777], 0x3c);
+  for (int r = 0; r < gone; ++r) ncclCommDestroy(comms[r]);
+  param::overrideForTest(param::Id::Transport, nullptr);
+  param::overrideForTest(param::Id::FiProvider, nullptr);
+}
+
 std::string name(const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
   return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
 }
@@ -220,7 +252,7 @@ INSTANTIATE_TEST_SUITE_P(Loopback, OneSided,
 INSTANTIATE_TEST_SUITE_P(TempoShm, OneSided,
                          ::testing::Combine(::testing::Values("tempo_shm"), ::testing::Values(2, 3)), name);
 INSTANTIATE_TEST_SUITE_P(Libfabric, OneSided,
-                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(2)), name);
+                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(2, 3)), name);
 
 // On nonblocking communicators one-sided calls return ncclInProgress and run on each
 // communicator's worker, in order with its other calls.
