@@ -14,6 +14,10 @@
 namespace tempo::pacing {
 namespace {
 
+// Point-to-point and one-sided records carry the next collective's seq, and no rank
+// outside the pair takes part: they are no collectives to match across ranks.
+bool collective(const std::string& c) { return c != "SendRecv" && c != "PutSignal" && c != "WaitSignal"; }
+
 bool symmetric(const std::string& c) {
   return c == "AllReduce" || c == "AllGather" || c == "ReduceScatter" || c == "AllToAll";
 }
@@ -83,12 +87,12 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
   const size_t N = ranks.size();
   d.nranks = int(N);
   if (N == 0) return d;
-  // Each rank's collectives by seq (point-to-point records carry the next collective's
-  // seq and are left out).
+  // Each rank's collectives by seq (point-to-point and one-sided records carry the next
+  // collective's seq and are left out).
   std::vector<std::map<uint64_t, const TraceRecord*>> bySeq(N);
   for (size_t r = 0; r < N; ++r)
     for (const TraceRecord& t : ranks[r].records)
-      if (t.coll != "SendRecv") bySeq[r][t.seq] = &t;
+      if (collective(t.coll)) bySeq[r][t.seq] = &t;
   const std::vector<TraceRecord>& base = ranks[0].records;
   d.collectives = bySeq[0].size();
 
@@ -96,7 +100,7 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
   // gap, and the time between successive starts.
   std::vector<const TraceRecord*> own;
   for (const TraceRecord& t : base)
-    if (t.coll != "SendRecv") own.push_back(&t);
+    if (collective(t.coll)) own.push_back(&t);
   // The period: the most common one found in consecutive slices of the trace (its ends,
   // warm-up and shutdown, may not repeat).
   std::map<uint32_t, int> periods;
@@ -270,7 +274,7 @@ Diagnosis diagnose(std::vector<RankTrace> ranks) {
     std::vector<double> gaps;
     const auto& recs = ranks[r].records;
     for (size_t k = 1; k < recs.size(); ++k)
-      if (judgedSeq.count(recs[k].seq) && recs[k].coll != "SendRecv")
+      if (judgedSeq.count(recs[k].seq) && collective(recs[k].coll))
         gaps.push_back(double(std::max<int64_t>(0, recs[k].arrival - recs[k - 1].exit)));
     medians[r] = quantile(gaps, 0.5);
   }

@@ -153,6 +153,38 @@ TEST(Diagnose, FindsTheIterationAndTheStraggler) {
   EXPECT_EQ(d.leadByIteration.size(), 200u);
 }
 
+// Point-to-point and one-sided calls between collectives carry the next collective's seq:
+// they change nothing the diagnosis finds.
+TEST(Diagnose, PointToPointAndOneSidedRecordsAreNoCollectives) {
+  Scenario s{FailureMode::LocalityVariance, 8, 5000, 0.02, 5, 1.3, 1500, 0.03, 9};
+  std::vector<RankTrace> plain = generate(s), mixed = plain;
+  for (RankTrace& t : mixed) {
+    std::vector<TraceRecord> with;
+    for (const TraceRecord& c : t.records) {
+      with.push_back(c);
+      // Right after each collective, a few microseconds of calls that involve some ranks
+      // only, each recorded with the next collective's seq, as the engine records them.
+      int64_t at = c.exit + 1000 + 300 * t.rank;
+      for (const char* kind : {"PutSignal", "WaitSignal", "SendRecv"}) {
+        TraceRecord p = c;
+        p.seq = c.seq + 1;
+        p.coll = kind;
+        p.arrival = at;
+        p.exit = at += 500;
+        with.push_back(p);
+      }
+    }
+    t.records = with;
+  }
+  const Diagnosis a = diagnose(plain), b = diagnose(mixed);
+  EXPECT_EQ(b.collectives, a.collectives);
+  EXPECT_EQ(b.period, a.period);
+  EXPECT_EQ(b.iterationUs.size(), a.iterationUs.size());
+  EXPECT_EQ(b.topLast, a.topLast);
+  EXPECT_DOUBLE_EQ(b.topLastShare, a.topLastShare);
+  EXPECT_EQ(b.mode, a.mode);
+}
+
 // F4: under iid noise the arrival spread of n ranks grows like sqrt(2 ln n) (the expected
 // maximum of n Gaussians), so the fit is close and extrapolates upward.
 TEST(Diagnose, SkewGrowsWithGroupSizeAsTheGaussianMaximumLaw) {
