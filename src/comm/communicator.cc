@@ -371,6 +371,9 @@ Result<engine::Op*> Communicator::prepareRma(const CollArgs& a) {
   if (a.coll == CollKind::PutSignal) {
     const auto* w = static_cast<const Window*>(a.window);
     plan.algorithm = "put";
+    TEMPO_INFO(log::P2p, "PutSignal: %lu bytes from %p to rank %d's window #%ld at offset %lu comm %p [nranks=%d]",
+               (unsigned long)bytes, a.send, a.peer, w ? long(w->id) : -1L, (unsigned long)a.windowOffset,
+               static_cast<void*>(this), nranks_);
     if (a.peer == rank_) {
       // To this rank's own window: a copy, and the signal when the op finishes.
       op->rmaSelf = true;
@@ -404,6 +407,8 @@ Result<engine::Op*> Communicator::prepareRma(const CollArgs& a) {
   } else {
     // Waits on one peer add up; a wait for nothing is done at once.
     plan.algorithm = "wait";
+    TEMPO_INFO(log::P2p, "WaitSignal: %d descriptors comm %p [nranks=%d]", a.nWaits, static_cast<void*>(this),
+               nranks_);
     for (int i = 0; i < a.nWaits; ++i) {
       const SignalWait& d = a.waits[i];
       if (d.count == 0) continue;
