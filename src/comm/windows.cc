@@ -1,4 +1,7 @@
-// Memory windows (ncclCommWindowRegister / ncclCommWindowDeregister): see communicator.h.
+// Memory windows (ncclCommWindowRegister / ncclCommWindowDeregister), and the receiving
+// side of the one-sided calls on them: the inbox, opened with the first window, and the
+// thread that serves it between the application's calls. See communicator.h and
+// engine::Inbox.
 #include <algorithm>
 #include <cstring>
 
