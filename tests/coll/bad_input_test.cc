@@ -13,19 +13,11 @@
 namespace tempo::testing {
 namespace {
 
-
-class BadInput : public ::testing::Test {
+class BadInput : public SharedWorldTest {
  protected:
-  static void SetUpTestSuite() { world_ = new CommWorld(2, "loopback"); }
-  static void TearDownTestSuite() {
-    delete world_;
-    world_ = nullptr;
-  }
   ncclComm_t comm() const { return (*world_)[0]; }
-  static CommWorld* world_;
   float buf_[64] = {};
 };
-CommWorld* BadInput::world_ = nullptr;
 
 TEST_F(BadInput, NullCommunicator) {
   EXPECT_NCCL_ERROR(ncclAllReduce(buf_, buf_, 4, ncclFloat, ncclSum, nullptr, nullptr), ncclInvalidArgument,

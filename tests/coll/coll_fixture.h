@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +123,15 @@ class CommWorld {
   std::vector<ncclComm_t> comms_;
   ncclResult_t status_ = ncclInternalError;
   std::string error_;
+};
+
+// A test suite whose tests share one world of 2 ranks over loopback, made once for the
+// suite (its tests must leave it usable).
+class SharedWorldTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { world_ = std::make_unique<CommWorld>(2, "loopback"); }
+  static void TearDownTestSuite() { world_.reset(); }
+  static inline std::unique_ptr<CommWorld> world_;
 };
 
 }  // namespace tempo::testing

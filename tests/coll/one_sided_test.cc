@@ -18,7 +18,6 @@
 namespace tempo::testing {
 namespace {
 
-
 // A byte pattern that names its writer and position.
 uint8_t pattern(int writer, size_t i) { return uint8_t(writer * 37 + i * 11 + (i >> 8)); }
 
@@ -274,16 +273,8 @@ TEST(OneSidedNonblocking, PutsAndWaitsRunOnTheWorkers) {
 
 // ---- Misuse ----
 
-class OneSidedMisuse : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { world_ = new CommWorld(2, "loopback"); }
-  static void TearDownTestSuite() {
-    delete world_;
-    world_ = nullptr;
-  }
-  static CommWorld* world_;
+class OneSidedMisuse : public SharedWorldTest {
 };
-CommWorld* OneSidedMisuse::world_ = nullptr;
 
 TEST_F(OneSidedMisuse, BeforeAnyWindowOneSidedCallsSayWhatIsMissing) {
   CommWorld w(2, "loopback");

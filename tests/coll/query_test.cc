@@ -16,7 +16,6 @@
 namespace tempo::testing {
 namespace {
 
-
 // Sets a parameter for the duration of a test.
 struct ScopedParam {
   ScopedParam(param::Id id, const char* value) : id(id) { param::overrideForTest(id, value); }
@@ -158,13 +157,8 @@ TEST(ParamApi, DumpAllPrintsEveryParameterWithItsSource) {
 
 // ---- ncclGroupSimulateEnd ----
 
-class Simulate : public ::testing::Test {
+class Simulate : public SharedWorldTest {
  protected:
-  static void SetUpTestSuite() { world_ = new CommWorld(2, "loopback"); }
-  static void TearDownTestSuite() {
-    delete world_;
-    world_ = nullptr;
-  }
   // Each rank all-reduces `calls` times `count` floats inside one simulated group, from
   // this thread; returns the status and fills `info`.
   static ncclResult_t simulateAllReduces(size_t count, int calls, ncclSimInfo_t* info) {
@@ -193,9 +187,7 @@ class Simulate : public ::testing::Test {
               ncclSuccess);
     for (auto& b : bufs) EXPECT_EQ(b, (std::vector<float>{11, 22, 33}));
   }
-  static CommWorld* world_;
 };
-CommWorld* Simulate::world_ = nullptr;
 
 TEST_F(Simulate, AGroupIsCostedNotRunAndTheCommunicatorsStayInStep) {
   const float us = estimate(1024);
